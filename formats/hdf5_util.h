@@ -1,0 +1,100 @@
+/* HDF5 helpers shared by the HDF5-based readers (h5ad now; loom and 10x later). */
+#ifndef CFS_HDF5_UTIL_H
+#define CFS_HDF5_UTIL_H
+
+#include <hdf5.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../src/model.h"
+
+/*
+ * libhdf5 is not thread-efficient (and Debian's serial build is not guaranteed thread-safe):
+ * every HDF5 call of every reader happens under this lock. It is recursive, so a reader may hold
+ * it across a whole open while the helpers below take it again. Every helper here locks itself;
+ * callers that make raw H5* calls must hold it.
+ */
+void cfs_h5_lock(void);
+void cfs_h5_unlock(void);
+
+/* User blocks are powers of two >= 512, so the signature is looked for at 0, 512, 1024, ...
+ * up to this offset (libhdf5 itself goes further; files with > 1 MiB user blocks are unheard of). */
+#define CFS_H5_SIGNATURE_SCAN_MAX ((long long)1 << 20)
+#define CFS_H5_SIGNATURE_LEN 8
+extern const unsigned char cfs_h5_signature[CFS_H5_SIGNATURE_LEN];
+
+/* Offset of the HDF5 signature (0, 512, 1024, ...) in the file's first bytes, or -1. */
+long long cfs_h5_signature_offset(const unsigned char *head, size_t len);
+
+/* Opens a file read-only, without file locking (the source is never written or locked). The
+ * file stays open until its last object id is closed, so arrays may outlive the file id.
+ * Returns a file id, or -1 with libhdf5's own reason in err. */
+hid_t cfs_h5_file_open(const char *path, cfs_err *err);
+
+/* The most specific message on this thread's HDF5 error stack ("" if none), e.g. "truncated
+ * file: eof = 1024, ...". Call it right after the failing call. */
+void cfs_h5_error_detail(char *buf, size_t len);
+
+/* Names of the links in a group, in name order (h5py's iteration order). The names are the raw
+ * link names (use them for H5 calls). Free with cfs_h5_names_free. */
+int cfs_h5_group_names(hid_t grp, char ***names, size_t *n, cfs_err *err);
+void cfs_h5_names_free(char **names, size_t n);
+
+/* A malloc'd NUL-terminated UTF-8 copy of len bytes: invalid UTF-8 (an "ASCII" string from an R
+ * or Windows writer holding Latin-1) is transcoded from Latin-1 so every string we hand on is
+ * valid UTF-8. NULL on allocation failure. */
+char *cfs_h5_utf8_dup(const char *s, size_t len);
+
+/*
+ * Attributes. Each returns 1 if the attribute was read, 0 if it is absent, -1 (with err) if it
+ * is present but unusable.
+ */
+/* A string in any HDF5 form: variable or fixed length, ASCII or UTF-8, any padding, scalar or a
+ * 1-element array. */
+int cfs_h5_attr_string(hid_t obj, const char *name, char **out, cfs_err *err);
+/* A list of strings: a string array, a single string (a 1-element list), or an empty array of
+ * any type (h5py writes an empty list as float64[0]). Free with cfs_h5_names_free. */
+int cfs_h5_attr_strings(hid_t obj, const char *name, char ***out, size_t *n, cfs_err *err);
+/* h5py's FALSE/TRUE enum or any integer (non-zero = true); scalar or 1-element. */
+int cfs_h5_attr_bool(hid_t obj, const char *name, bool *out, cfs_err *err);
+/* Two non-negative integers of any integer type (a sparse matrix's `shape`). */
+int cfs_h5_attr_shape2(hid_t obj, const char *name, uint64_t out[2], cfs_err *err);
+
+/* Dimension and element-count ceilings: a header claiming more is refused before anything is
+ * allocated (DESIGN §6). 2^32 per axis is beyond any single-cell data set. */
+#define CFS_H5_MAX_AXIS ((uint64_t)1 << 32)
+#define CFS_H5_MAX_ELEMS ((uint64_t)1 << 50)
+
+/*
+ * Datasets.
+ */
+/* Maps an HDF5 datatype to a model dtype, or fails with a reason naming the type. Compound
+ * types map to CFS_COMPOUND (rec-arrays); complex numbers are refused. */
+int cfs_h5_dtype_of(hid_t type, cfs_dtype *out, cfs_err *err);
+/* A human-readable name of an HDF5 datatype, for messages ("int32", "complex", ...). */
+void cfs_h5_type_describe(hid_t type, char *buf, size_t len);
+/* True if the dataset's dataspace is H5S_NULL (h5py's empty dataset; anndata's `null`). */
+bool cfs_h5_dataset_is_null(hid_t dset);
+/* Identity of an object inside its file, to catch groups that link back to an ancestor. */
+typedef struct cfs_h5_objkey {
+    unsigned long fileno;
+    unsigned char token[16];
+} cfs_h5_objkey;
+int cfs_h5_object_key(hid_t obj, cfs_h5_objkey *key);
+bool cfs_h5_objkey_eq(const cfs_h5_objkey *a, const cfs_h5_objkey *b);
+
+/* True if the dataset has an attribute of that name. */
+bool cfs_h5_has_attr(hid_t obj, const char *name);
+
+/*
+ * Opens loc/name as an array of the dataset model: shape and dtype from metadata, values read on
+ * demand by hyperslab under the lock. The dataset stays open (with a chunk cache sized for
+ * row-range reads when it is chunked and compressed) until the array is freed. Compound
+ * datasets (rec-arrays, which live in uns and are small) are read whole at open instead, so
+ * their variable-length string fields get exact fixed widths. Filters libhdf5 cannot decode
+ * (e.g. h5py's LZF) are refused here rather than at the first read.
+ */
+int cfs_h5_array_open(hid_t loc, const char *name, cfs_array **out, cfs_err *err);
+
+#endif

@@ -1,0 +1,101 @@
+#include "chunking.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+void cfs_chunk_shape(int ndim, const uint64_t *shape, size_t elem_bytes, uint64_t *chunks)
+{
+    if (ndim == 0)
+        return;
+    uint64_t row_elems = 1;
+    for (int d = 1; d < ndim; d++) {
+        chunks[d] = shape[d] ? shape[d] : 1;
+        row_elems *= chunks[d];
+    }
+    uint64_t row_bytes = row_elems * (elem_bytes ? elem_bytes : 1);
+    uint64_t rows = shape[0] ? shape[0] : 1;
+    if (rows * row_bytes <= CFS_CHUNK_WHOLE_BYTES) {
+        chunks[0] = rows;
+        return;
+    }
+    if (row_bytes > CFS_CHUNK_WHOLE_BYTES && ndim >= 2) {
+        /* One row alone is too big: one row per chunk, and split the second axis. */
+        chunks[0] = 1;
+        uint64_t slice_bytes = row_bytes / chunks[1];
+        uint64_t cols = CFS_CHUNK_TARGET_BYTES / (slice_bytes ? slice_bytes : 1);
+        chunks[1] = cols ? cols : 1;
+        return;
+    }
+    uint64_t per = CFS_CHUNK_TARGET_BYTES / row_bytes;
+    if (per == 0)
+        per = 1;
+    if (ceil_div(rows, per) > CFS_CHUNK_MAX_COUNT)
+        per = ceil_div(rows, CFS_CHUNK_MAX_COUNT);
+    chunks[0] = per;
+}
+
+uint64_t cfs_chunk_grid(int ndim, const uint64_t *shape, const uint64_t *chunks, uint64_t *grid)
+{
+    uint64_t total = 1;
+    for (int d = 0; d < ndim; d++) {
+        grid[d] = ceil_div(shape[d], chunks[d]);
+        total *= grid[d];
+    }
+    return total;
+}
+
+void cfs_chunk_coords(int ndim, const uint64_t *grid, uint64_t idx, uint64_t *coords)
+{
+    for (int d = ndim - 1; d >= 0; d--) {
+        coords[d] = idx % grid[d];
+        idx /= grid[d];
+    }
+}
+
+void cfs_chunk_key(int ndim, const uint64_t *grid, uint64_t idx, char *buf, size_t len)
+{
+    if (ndim == 0) {
+        snprintf(buf, len, "0");
+        return;
+    }
+    uint64_t coords[16];
+    cfs_chunk_coords(ndim, grid, idx, coords);
+    size_t pos = 0;
+    for (int d = 0; d < ndim && pos < len; d++)
+        pos += (size_t)snprintf(buf + pos, len - pos, d ? ".%llu" : "%llu",
+                                (unsigned long long)coords[d]);
+}
+
+int cfs_chunk_parse_key(int ndim, const uint64_t *grid, const char *key, uint64_t *idx)
+{
+    if (ndim == 0)
+        return strcmp(key, "0") == 0 ? (*idx = 0, 0) : -1;
+    uint64_t linear = 0;
+    const char *p = key;
+    for (int d = 0; d < ndim; d++) {
+        /* Canonical decimal only: "01" or "+1" would be a second name for the same chunk. */
+        if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))
+            return -1;
+        char *end;
+        unsigned long long c = strtoull(p, &end, 10);
+        if (c >= grid[d])
+            return -1;
+        linear = linear * grid[d] + c;
+        p = end;
+        if (d + 1 < ndim) {
+            if (*p != '.')
+                return -1;
+            p++;
+        }
+    }
+    if (*p)
+        return -1;
+    *idx = linear;
+    return 0;
+}

@@ -1,0 +1,26 @@
+/* Chunk shapes (DESIGN §4): along the first (cell) axis, 0.25-8 MiB decoded, never more than
+ * 100 000 chunks per array; a row too wide for one chunk is split along its second axis. */
+#ifndef CFS_CHUNKING_H
+#define CFS_CHUNKING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CFS_CHUNK_TARGET_BYTES (4u << 20)
+#define CFS_CHUNK_WHOLE_BYTES (8u << 20)
+#define CFS_CHUNK_MAX_COUNT 100000u
+/* Strings have no size in metadata: chunking assumes this many bytes per element. */
+#define CFS_STRING_BYTES_ESTIMATE 16u
+
+/* Fills chunks[0..ndim) for an array of the given shape and decoded element size. */
+void cfs_chunk_shape(int ndim, const uint64_t *shape, size_t elem_bytes, uint64_t *chunks);
+/* Number of chunks along each dimension and in total. */
+uint64_t cfs_chunk_grid(int ndim, const uint64_t *shape, const uint64_t *chunks, uint64_t *grid);
+/* Zarr v2 key of the chunk with linear (C-order) index idx: "i.j", or "0" for 0-d arrays. */
+void cfs_chunk_key(int ndim, const uint64_t *grid, uint64_t idx, char *buf, size_t len);
+/* Inverse of cfs_chunk_key; -1 if key is not a chunk of this grid. */
+int cfs_chunk_parse_key(int ndim, const uint64_t *grid, const char *key, uint64_t *idx);
+/* Grid coordinates of linear index idx. */
+void cfs_chunk_coords(int ndim, const uint64_t *grid, uint64_t idx, uint64_t *coords);
+
+#endif

@@ -1,0 +1,136 @@
+#include "embedding.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ROWS_PER_BLOCK = 16384 };
+
+static double half_to_double(uint16_t h)
+{
+    int exp = (h >> 10) & 0x1f;
+    double mant = h & 0x3ff;
+    double v = exp == 0 ? ldexp(mant, -24) : exp == 31 ? (mant ? NAN : INFINITY)
+                                                       : ldexp(mant + 1024, exp - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static double value_at(cfs_dtype t, const unsigned char *p)
+{
+    switch (t) {
+    case CFS_BOOL: case CFS_UINT8: return *p;
+    case CFS_INT8: return *(const int8_t *)p;
+    case CFS_INT16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case CFS_UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case CFS_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case CFS_UINT32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    case CFS_INT64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
+    case CFS_UINT64: { uint64_t v; memcpy(&v, p, 8); return (double)v; }
+    case CFS_FLOAT16: { uint16_t v; memcpy(&v, p, 2); return half_to_double(v); }
+    case CFS_FLOAT32: { float v; memcpy(&v, p, 4); return v; }
+    case CFS_FLOAT64: { double v; memcpy(&v, p, 8); return v; }
+    default: return NAN;
+    }
+}
+
+typedef struct scan {
+    bool any_finite_row;
+    bool varies;
+    bool have_first;
+    double *first;      /* the first finite row, to tell "all cells at one point" */
+    bool too_large;
+} scan;
+
+static void scan_block(scan *s, const cfs_array *arr, const unsigned char *buf, uint64_t rows,
+                       uint64_t cols)
+{
+    size_t esize = cfs_dtype_size(arr->dtype);
+    for (uint64_t r = 0; r < rows; r++) {
+        const unsigned char *row = buf + r * cols * esize;
+        bool finite = true;
+        for (uint64_t c = 0; c < cols && finite; c++) {
+            double v = value_at(arr->dtype, row + c * esize);
+            if (!isfinite(v))
+                finite = false;
+            else if (fabs(v) > FLT_MAX)
+                s->too_large = true;
+        }
+        if (!finite)
+            continue;
+        s->any_finite_row = true;
+        for (uint64_t c = 0; c < cols; c++) {
+            double v = value_at(arr->dtype, row + c * esize);
+            if (!s->have_first)
+                s->first[c] = v;
+            else if (s->first[c] != v)
+                s->varies = true;
+        }
+        s->have_first = true;
+    }
+}
+
+static bool fail(char *why, size_t len, const char *reason)
+{
+    snprintf(why, len, "%s", reason);
+    return false;
+}
+
+bool cfs_embedding_drawable(const cfs_elem *el, uint64_t n_obs, char *why, size_t why_len)
+{
+    if (el->kind != CFS_EL_ARRAY)
+        return fail(why, why_len, "not a dense array");
+    const cfs_array *arr = el->values;
+    if (arr->dtype == CFS_STRING || arr->dtype == CFS_COMPOUND)
+        return fail(why, why_len, "not numeric");
+    if (arr->ndim < 1 || arr->ndim > 2 || arr->shape[0] != n_obs)
+        return fail(why, why_len, "not one row per cell");
+    uint64_t cols = arr->ndim == 2 ? arr->shape[1] : 1;
+    if (cols == 0 || n_obs == 0)
+        return fail(why, why_len, "has no columns");
+    size_t esize = cfs_dtype_size(arr->dtype);
+    unsigned char *buf = malloc(ROWS_PER_BLOCK * cols * esize);
+    scan s = {.first = calloc(cols, sizeof(double))};
+    bool allocated = buf && s.first;
+    bool ok = allocated;
+    for (uint64_t r0 = 0; ok && r0 < n_obs; r0 += ROWS_PER_BLOCK) {
+        uint64_t start[2] = {r0, 0}, count[2] = {n_obs - r0 < ROWS_PER_BLOCK ? n_obs - r0
+                                                                             : ROWS_PER_BLOCK,
+                                                 cols};
+        cfs_err err;
+        if (cfs_array_read(arr, start, count, buf, &err) < 0) {
+            snprintf(why, why_len, "could not be read: %s", err.msg);
+            ok = false;
+            break;
+        }
+        scan_block(&s, arr, buf, count[0], cols);
+    }
+    free(buf);
+    free(s.first);
+    if (!ok)
+        return allocated ? false : fail(why, why_len, "too large to check");
+    if (!s.any_finite_row)
+        return fail(why, why_len, "has no finite row");
+    if (s.too_large)
+        return fail(why, why_len, "holds values past float32");
+    if (!s.varies)
+        return fail(why, why_len, "has the same coordinates for every cell");
+    return true;
+}
+
+const char *cfs_embedding_first(const cfs_dataset *ds)
+{
+    const cfs_elem *obsm = cfs_elem_child(ds->root, "obsm");
+    if (!obsm)
+        return NULL;
+    char why[256];
+    const cfs_elem *umap = cfs_elem_child(obsm, "X_umap");
+    if (umap && cfs_embedding_drawable(umap, ds->n_obs, why, sizeof why))
+        return umap->name;
+    for (size_t i = 0; i < obsm->nchildren; i++)
+        if (obsm->children[i] != umap &&
+            cfs_embedding_drawable(obsm->children[i], ds->n_obs, why, sizeof why))
+            return obsm->children[i]->name;
+    return NULL;
+}

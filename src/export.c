@@ -1,0 +1,339 @@
+#include "export.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "prepare.h"
+#include "sources.h"
+
+enum { MAX_WORKERS = 8 };
+
+static int write_file(const char *path, const void *data, size_t len, cfs_err *err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return cfs_err_set(err, "%s: cannot create: %s", path, strerror(errno));
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            cfs_err_set(err, "%s: write failed: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    if (close(fd) < 0)
+        return cfs_err_set(err, "%s: write failed: %s", path, strerror(errno));
+    return 0;
+}
+
+static char *path_join(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *p = malloc(la + lb + 2);
+    if (p) {
+        memcpy(p, a, la);
+        p[la] = '/';
+        memcpy(p + la + 1, b, lb + 1);
+        if (lb == 0)
+            p[la] = '\0';
+    }
+    return p;
+}
+
+static int write_doc(const char *dir, const char *name, char *text, cfs_err *err)
+{
+    char *path = path_join(dir, name);
+    int rc = text && path ? write_file(path, text, strlen(text), err)
+                          : cfs_err_set(err, "out of memory");
+    free(path);
+    free(text);
+    return rc;
+}
+
+/* Creates the node's folder and writes its metadata documents. */
+static int write_node_meta(const cfs_store_node *n, const char *root, cfs_err *err)
+{
+    char *dir = path_join(root, n->path);
+    if (!dir)
+        return cfs_err_set(err, "out of memory");
+    int rc = 0;
+    if (n->path[0] && mkdir(dir, 0755) < 0)
+        rc = cfs_err_set(err, "%s: cannot create: %s", dir, strerror(errno));
+    if (rc == 0)
+        rc = write_doc(dir, ".zattrs", cfs_store_doc(n, CFS_DOC_ZATTRS), err);
+    if (rc == 0)
+        rc = write_doc(dir, n->is_array ? ".zarray" : ".zgroup",
+                       cfs_store_doc(n, n->is_array ? CFS_DOC_ZARRAY : CFS_DOC_ZGROUP), err);
+    free(dir);
+    return rc;
+}
+
+/* Chunks are encoded by a small pool: reads serialise in the reader, encoding runs in parallel. */
+typedef struct chunk_job {
+    const cfs_store *st;
+    const char *root;
+    size_t node;
+    uint64_t chunk;
+    pthread_mutex_t lock;
+    int failed;
+    cfs_err err;
+} chunk_job;
+
+static bool next_chunk(chunk_job *job, size_t *node, uint64_t *chunk)
+{
+    pthread_mutex_lock(&job->lock);
+    while (!job->failed && job->node < job->st->nnodes &&
+           job->chunk >= job->st->nodes[job->node].nchunks) {
+        job->node++;
+        job->chunk = 0;
+    }
+    bool more = !job->failed && job->node < job->st->nnodes;
+    if (more) {
+        *node = job->node;
+        *chunk = job->chunk++;
+    }
+    pthread_mutex_unlock(&job->lock);
+    return more;
+}
+
+static int write_chunk(const cfs_store *st, const char *root, const cfs_store_node *n,
+                       uint64_t idx, cfs_buf *buf, cfs_err *err)
+{
+    char key[256];
+    cfs_store_chunk_key(n, idx, key, sizeof key);
+    cfs_buf_reset(buf);
+    if (cfs_store_chunk(st, n, idx, buf, err) < 0)
+        return -1;
+    char *dir = path_join(root, n->path);
+    char *path = dir ? path_join(dir, key) : NULL;
+    int rc = path ? write_file(path, buf->data, buf->len, err) : cfs_err_set(err, "out of memory");
+    free(dir);
+    free(path);
+    return rc;
+}
+
+static void *chunk_worker(void *arg)
+{
+    chunk_job *job = arg;
+    cfs_buf buf = {0};
+    size_t node;
+    uint64_t chunk;
+    cfs_err err;
+    while (next_chunk(job, &node, &chunk)) {
+        if (write_chunk(job->st, job->root, &job->st->nodes[node], chunk, &buf, &err) < 0) {
+            pthread_mutex_lock(&job->lock);
+            if (!job->failed)
+                job->err = err;
+            job->failed = 1;
+            pthread_mutex_unlock(&job->lock);
+        }
+    }
+    cfs_buf_free(&buf);
+    return NULL;
+}
+
+static int write_chunks(const cfs_store *st, const char *root, cfs_err *err)
+{
+    chunk_job job = {.st = st, .root = root};
+    pthread_mutex_init(&job.lock, NULL);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int nworkers = cpus < 1 ? 1 : cpus > MAX_WORKERS ? MAX_WORKERS : (int)cpus;
+    pthread_t threads[MAX_WORKERS];
+    int started = 0;
+    for (int i = 0; i < nworkers; i++)
+        if (pthread_create(&threads[i], NULL, chunk_worker, &job) == 0)
+            started++;
+    if (started == 0)
+        chunk_worker(&job);
+    for (int i = 0; i < started; i++)
+        pthread_join(threads[i], NULL);
+    pthread_mutex_destroy(&job.lock);
+    if (job.failed) {
+        *err = job.err;
+        return -1;
+    }
+    return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void remove_tree(const char *path)
+{
+    nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int cfs_export_store(const cfs_store *st, const char *dir, cfs_err *err)
+{
+    if (mkdir(dir, 0755) < 0)
+        return cfs_err_set(err, "%s: cannot create: %s", dir, strerror(errno));
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < st->nnodes; i++)
+        rc = write_node_meta(&st->nodes[i], dir, err);
+    if (rc == 0)
+        rc = write_doc(dir, ".zmetadata", cfs_store_zmetadata(st), err);
+    if (rc == 0)
+        rc = write_chunks(st, dir, err);
+    if (rc < 0)
+        remove_tree(dir);
+    return rc;
+}
+
+/* Writes one prepared dataset's store into the staging folder; a failure refuses it. */
+static void export_one(cfs_prepared *p, const cfs_options *opts, const char *stage)
+{
+    cfs_err err = {{0}};
+    cfs_store_opts sopts = {opts->codec};
+    cfs_store *st = cfs_store_new(p->ds, &sopts, &err);
+    char *name = malloc(strlen(p->id) + sizeof ".zarr");
+    char *dir = NULL;
+    int rc = st && name ? 0 : -1;
+    if (rc == 0) {
+        sprintf(name, "%s.zarr", p->id);
+        dir = path_join(stage, name);
+        rc = dir ? cfs_export_store(st, dir, &err) : cfs_err_set(&err, "out of memory");
+    }
+    if (rc < 0) {
+        char reason[sizeof err.msg + 64];
+        snprintf(reason, sizeof reason, "%s; check that the file is complete and readable",
+                 err.msg[0] ? err.msg : "out of memory");
+        cfs_prepared_refuse(p, reason);
+    }
+    cfs_store_free(st);
+    free(name);
+    free(dir);
+}
+
+static int write_catalog(const cfs_prepared_set *set, const char *stage, cfs_err *err)
+{
+    char **ids = calloc(set->n + 1, sizeof *ids);
+    if (!ids)
+        return cfs_err_set(err, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < set->n; i++)
+        if (set->items[i].ds && set->items[i].embedding)
+            ids[k++] = set->items[i].id;
+    int rc = write_doc(stage, "datasets.json", cfs_catalog_json(ids, k), err);
+    free(ids);
+    return rc;
+}
+
+/* The staging folder is a hidden sibling of out, so the final rename stays on one filesystem. */
+static char *sibling_path(const char *out, const char *tag)
+{
+    char *a = strdup(out), *b = strdup(out);
+    char *path = NULL;
+    if (a && b) {
+        const char *dir = dirname(a), *base = basename(b);
+        size_t len = strlen(dir) + strlen(base) + strlen(tag) + 32;
+        if ((path = malloc(len)))
+            snprintf(path, len, "%s/.%s.%s-%ld", dir, base, tag, (long)getpid());
+    }
+    free(a);
+    free(b);
+    return path;
+}
+
+static int check_paths(const char *src, const char *out, bool force, cfs_err *err)
+{
+    struct stat st;
+    if (lstat(out, &st) == 0 && !force)
+        return cfs_err_set(err, "%s already exists; pass --force to replace it", out);
+    char *copy = strdup(out);
+    if (!copy)
+        return cfs_err_set(err, "out of memory");
+    int inside = cfs_path_inside(dirname(copy), src);
+    free(copy);
+    struct stat sst;
+    if (inside && stat(src, &sst) == 0 && S_ISDIR(sst.st_mode))
+        return cfs_err_set(err, "%s is inside the source folder %s; cellucid-fs never writes to "
+                                "its sources, so choose an output folder elsewhere", out, src);
+    return 0;
+}
+
+/* Moves the staging folder into place, replacing an old out (--force) only once all is done. */
+static int publish(const char *stage, const char *out, cfs_err *err)
+{
+    struct stat st;
+    char *old = NULL;
+    if (lstat(out, &st) == 0) {
+        if (!(old = sibling_path(out, "old")) || rename(out, old) < 0) {
+            free(old);
+            return cfs_err_set(err, "%s: cannot be replaced: %s", out, strerror(errno));
+        }
+    }
+    if (rename(stage, out) < 0) {
+        int e = errno;
+        if (old)
+            rename(old, out);
+        free(old);
+        return cfs_err_set(err, "%s: cannot be written: %s", out, strerror(e));
+    }
+    if (old)
+        remove_tree(old);
+    free(old);
+    return 0;
+}
+
+static int export_prepared(cfs_prepared_set *set, const cfs_options *opts, const char *stage,
+                           const char *out, FILE *log, cfs_err *err)
+{
+    int refused = 0;
+    for (size_t i = 0; i < set->n; i++) {
+        if (set->items[i].ds)
+            export_one(&set->items[i], opts, stage);
+        cfs_prepared_report(&set->items[i], log);
+        refused |= set->items[i].refused != NULL;
+    }
+    if (write_catalog(set, stage, err) < 0 || publish(stage, out, err) < 0)
+        return -1;
+    return refused ? 2 : 0;
+}
+
+int cfs_export(const char *src, const char *out, const cfs_options *opts, bool force, FILE *log,
+               cfs_err *err)
+{
+    if (check_paths(src, out, force, err) < 0)
+        return -1;
+    cfs_source_list sources;
+    if (cfs_sources_list(src, &sources, err) < 0)
+        return -1;
+    if (sources.n == 0) {
+        cfs_sources_free(&sources);
+        return cfs_err_set(err, "%s: no single-cell input found (looked for .h5ad files and "
+                                "HDF5 content)", src);
+    }
+    cfs_prepared_set set = {0};
+    char *stage = sibling_path(out, "tmp");
+    int rc = stage ? cfs_prepare(&sources, opts, &set, err) : cfs_err_set(err, "out of memory");
+    if (rc == 0 && mkdir(stage, 0755) < 0)
+        rc = cfs_err_set(err, "%s: cannot create: %s", stage, strerror(errno));
+    else if (rc == 0) {
+        rc = export_prepared(&set, opts, stage, out, log, err);
+        if (rc < 0)
+            remove_tree(stage);
+    }
+    cfs_prepared_set_free(&set);
+    cfs_sources_free(&sources);
+    free(stage);
+    return rc;
+}

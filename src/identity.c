@@ -1,0 +1,203 @@
+#include "identity.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool id_char(unsigned char c)
+{
+    return isascii(c) && (isalnum(c) || c == '.' || c == '_' || c == '-');
+}
+
+bool cfs_id_valid(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > CFS_ID_MAX || !isalnum((unsigned char)id[0]) || !isascii(id[0]) ||
+        id[n - 1] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!id_char((unsigned char)id[i]))
+            return false;
+    return true;
+}
+
+/* Longest first, so "x.h5ad.gz" loses both parts. */
+static const char *const format_extensions[] = {
+    ".h5ad.gz", ".h5ad", ".hdf5", ".h5", ".he5", ".loom", ".h5mu", ".zarr",
+};
+
+char *cfs_source_stem(const char *path)
+{
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    const char *base = path;
+    for (size_t i = 0; i < len; i++)
+        if (path[i] == '/' && i + 1 < len)
+            base = path + i + 1;
+    size_t n = len - (size_t)(base - path);
+    for (size_t i = 0; i < sizeof format_extensions / sizeof format_extensions[0]; i++) {
+        size_t e = strlen(format_extensions[i]);
+        if (n > e && strncasecmp(base + n - e, format_extensions[i], e) == 0) {
+            n -= e;
+            break;
+        }
+    }
+    return strndup(base, n);
+}
+
+char *cfs_id_from_name(const char *name)
+{
+    size_t n = strlen(name);
+    char *id = malloc(n + sizeof "dataset");
+    if (!id)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if ((c & 0xc0) == 0x80)
+            continue;              /* continuation byte: its code point is already '_' */
+        id[k++] = id_char(c) ? (char)c : '_';
+    }
+    id[k] = '\0';
+    size_t lead = 0;
+    while (id[lead] && !isalnum((unsigned char)id[lead]))
+        lead++;
+    memmove(id, id + lead, k - lead + 1);
+    k -= lead;
+    if (k > CFS_ID_MAX)
+        id[k = CFS_ID_MAX] = '\0';
+    while (k > 0 && id[k - 1] == '.')
+        id[--k] = '\0';
+    if (k == 0)
+        strcpy(id, "dataset");
+    return id;
+}
+
+/* The value of a 0-d string element at a/b, or NULL. */
+static char *string_scalar(const cfs_elem *parent, const char *name)
+{
+    const cfs_elem *el = parent ? cfs_elem_child(parent, name) : NULL;
+    if (!el || el->kind != CFS_EL_SCALAR || el->values->dtype != CFS_STRING)
+        return NULL;
+    char *value = NULL;
+    uint64_t origin[1] = {0}, one[1] = {1};
+    cfs_err err;
+    if (cfs_array_read(el->values, origin, one, &value, &err) < 0)
+        return NULL;
+    return value;
+}
+
+static cfs_elem *mapping_child(const cfs_elem *parent, const char *name)
+{
+    cfs_elem *el = parent ? cfs_elem_child(parent, name) : NULL;
+    return el && el->kind == CFS_EL_DICT ? el : NULL;
+}
+
+/* Cellucid's text rule: no leading or trailing white space, no control characters. */
+static bool text_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || isspace((unsigned char)s[0]) || isspace((unsigned char)s[n - 1]))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return false;
+    return true;
+}
+
+char *cfs_identity_source_id(const cfs_dataset *ds)
+{
+    const cfs_elem *meta = mapping_child(mapping_child(ds->root, "uns"), "cellucid");
+    char *id = string_scalar(meta, "id");
+    if (id && !cfs_id_valid(id)) {
+        free(id);
+        id = NULL;
+    }
+    return id;
+}
+
+char *cfs_identity_name(const cfs_dataset *ds, const char *fallback)
+{
+    const cfs_elem *uns = mapping_child(ds->root, "uns");
+    char *candidates[2] = {string_scalar(mapping_child(uns, "cellucid"), "name"),
+                           string_scalar(uns, "title")};
+    char *name = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (!name && candidates[i] && text_valid(candidates[i]))
+            name = candidates[i];
+        else
+            free(candidates[i]);
+    }
+    return name ? name : strdup(fallback);
+}
+
+static cfs_elem *scalar_elem(const char *key, cfs_dtype dtype, void *value)
+{
+    cfs_elem *el = cfs_elem_new(CFS_EL_SCALAR, key);
+    if (el && !(el->values = cfs_array_from_memory(dtype, 0, NULL, value))) {
+        cfs_elem_free(el);
+        el = NULL;
+    }
+    return el;
+}
+
+static int put_scalar(cfs_elem *meta, const char *key, cfs_dtype dtype, void *value)
+{
+    cfs_elem_remove(meta, key);
+    cfs_elem *el = scalar_elem(key, dtype, value);
+    if (!el) {
+        if (dtype == CFS_STRING)
+            free(*(char **)value);
+        free(value);
+        return -1;
+    }
+    if (cfs_elem_add(meta, el) < 0) {
+        cfs_elem_free(el);
+        return -1;
+    }
+    return 0;
+}
+
+static int put_string(cfs_elem *meta, const char *key, const char *text)
+{
+    char **holder = malloc(sizeof *holder);
+    if (!holder)
+        return -1;
+    if (!(*holder = strdup(text))) {
+        free(holder);
+        return -1;
+    }
+    return put_scalar(meta, key, CFS_STRING, holder);
+}
+
+static cfs_elem *ensure_dict(cfs_elem *parent, const char *name)
+{
+    cfs_elem *el = cfs_elem_child(parent, name);
+    if (el && el->kind == CFS_EL_DICT)
+        return el;
+    if (el)
+        cfs_elem_remove(parent, name);
+    el = cfs_elem_new(CFS_EL_DICT, name);
+    if (el && cfs_elem_add(parent, el) < 0) {
+        cfs_elem_free(el);
+        el = NULL;
+    }
+    return el;
+}
+
+int cfs_identity_apply(cfs_dataset *ds, const char *id, const char *name, cfs_err *err)
+{
+    cfs_elem *uns = ensure_dict(ds->root, "uns");
+    cfs_elem *meta = uns ? ensure_dict(uns, "cellucid") : NULL;
+    int64_t *schema = malloc(sizeof *schema);
+    if (!meta || !schema) {
+        free(schema);
+        return cfs_err_set(err, "out of memory");
+    }
+    *schema = 1;
+    if (put_scalar(meta, "schema", CFS_INT64, schema) < 0 || put_string(meta, "id", id) < 0 ||
+        put_string(meta, "name", name) < 0)
+        return cfs_err_set(err, "out of memory");
+    return 0;
+}

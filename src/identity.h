@@ -1,0 +1,25 @@
+/* A dataset's identity (Cellucid's rules): its id, its name and the uns['cellucid'] it carries. */
+#ifndef CFS_IDENTITY_H
+#define CFS_IDENTITY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "model.h"
+
+#define CFS_ID_MAX 180
+
+/* 1-180 of [A-Za-z0-9._-], starting with a letter or digit, not ending with '.'. */
+bool cfs_id_valid(const char *id);
+/* The file or folder name without directory and format extension (caller frees). */
+char *cfs_source_stem(const char *path);
+/* An id derived from a name: each other code point becomes '_', cut to the rules (caller frees). */
+char *cfs_id_from_name(const char *name);
+/* The source's own valid uns['cellucid']['id'], or NULL (caller frees). */
+char *cfs_identity_source_id(const cfs_dataset *ds);
+/* uns['cellucid']['name'], else uns['title'], else fallback (caller frees). */
+char *cfs_identity_name(const cfs_dataset *ds, const char *fallback);
+/* Sets uns/cellucid/{schema=1, id, name}, keeping the source's other keys. */
+int cfs_identity_apply(cfs_dataset *ds, const char *id, const char *name, cfs_err *err);
+
+#endif

@@ -1,0 +1,200 @@
+#include "inspect.h"
+
+#include <string.h>
+
+#include "../formats/format.h"
+#include "embedding.h"
+#include "model.h"
+#include "zmeta.h"
+
+/* The name anndata gives an element's encoding. */
+static const char *encoding_name(const cfs_elem *el)
+{
+    switch (el->kind) {
+    case CFS_EL_ARRAY:
+        return el->values->dtype == CFS_STRING ? "string-array" : "array";
+    case CFS_EL_SPARSE:
+        return el->csr ? "csr_matrix" : "csc_matrix";
+    case CFS_EL_SCALAR:
+        return el->values->dtype == CFS_STRING ? "string" : "numeric-scalar";
+    default:
+        return cfs_elem_kind_name(el->kind);
+    }
+}
+
+static const char *elem_dtype(const cfs_elem *el)
+{
+    if (el->kind == CFS_EL_CATEGORICAL)
+        return el->categories && el->categories->values
+                   ? cfs_dtype_name(el->categories->values->dtype) : NULL;
+    return el->values ? cfs_dtype_name(el->values->dtype) : NULL;
+}
+
+static json_t *elem_shape(const cfs_elem *el)
+{
+    if (el->kind == CFS_EL_SPARSE)
+        return cfs_json_u64_array(2, el->sparse_shape);
+    if (el->values)
+        return cfs_json_u64_array(el->values->ndim, el->values->shape);
+    return json_null();
+}
+
+static json_t *columns(const cfs_elem *df)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; df && i < df->nchildren; i++) {
+        const cfs_elem *c = df->children[i];
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s?}", "name", c->name, "type",
+                                              encoding_name(c), "dtype", elem_dtype(c)));
+    }
+    return list;
+}
+
+static json_t *entries(const cfs_dataset *ds, const char *key, bool embeddings)
+{
+    const cfs_elem *m = cfs_elem_child(ds->root, key);
+    json_t *list = json_array();
+    for (size_t i = 0; m && i < m->nchildren; i++) {
+        const cfs_elem *e = m->children[i];
+        json_t *o = json_pack("{s:s, s:s, s:s?, s:o}", "key", e->name, "encoding",
+                              encoding_name(e), "dtype", elem_dtype(e), "shape", elem_shape(e));
+        if (embeddings) {
+            char why[256] = "";
+            bool ok = cfs_embedding_drawable(e, ds->n_obs, why, sizeof why);
+            json_object_set_new(o, "drawable", json_boolean(ok));
+            if (!ok)
+                json_object_set_new(o, "why", json_string(why));
+        }
+        json_array_append_new(list, o);
+    }
+    return list;
+}
+
+static json_t *describe(const cfs_dataset *ds)
+{
+    const cfs_elem *x = cfs_elem_child(ds->root, "X");
+    const cfs_elem *uns = cfs_elem_child(ds->root, "uns");
+    json_t *uns_keys = json_array();
+    for (size_t i = 0; uns && i < uns->nchildren; i++)
+        json_array_append_new(uns_keys, json_string(uns->children[i]->name));
+    json_t *left = json_array();
+    for (size_t i = 0; i < ds->nleftout; i++)
+        json_array_append_new(left, json_pack("{s:s, s:s}", "element", ds->leftout[i].element,
+                                              "reason", ds->leftout[i].reason));
+    json_t *xdesc = x ? json_pack("{s:s, s:s?}", "encoding", encoding_name(x), "dtype",
+                                  elem_dtype(x))
+                      : json_null();
+    return json_pack("{s:s, s:s?, s:n, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
+                     "s:b, s:o}",
+                     "format", ds->format, "version", ds->format_version, "refused",
+                     "n_obs", (json_int_t)ds->n_obs, "n_vars", (json_int_t)ds->n_vars,
+                     "X", xdesc,
+                     "obs", columns(cfs_elem_child(ds->root, "obs")),
+                     "var", columns(cfs_elem_child(ds->root, "var")),
+                     "obsm", entries(ds, "obsm", true), "varm", entries(ds, "varm", false),
+                     "obsp", entries(ds, "obsp", false), "varp", entries(ds, "varp", false),
+                     "layers", entries(ds, "layers", false), "uns", uns_keys,
+                     "raw", cfs_elem_child(ds->root, "raw") != NULL, "left_out", left);
+}
+
+json_t *cfs_inspect_file(const char *path)
+{
+    cfs_dataset *ds = NULL;
+    cfs_err err = {{0}};
+    json_t *doc;
+    if (cfs_format_open(path, &ds, &err) < 0) {
+        const cfs_format *f = cfs_format_detect(path, &err);
+        doc = json_pack("{s:s?, s:n, s:s}", "format", f ? f->name : NULL, "version", "refused",
+                        err.msg);
+    } else {
+        doc = describe(ds);
+        cfs_dataset_free(ds);
+    }
+    if (doc)
+        json_object_set_new(doc, "path", json_string(path));
+    return doc;
+}
+
+static void print_entries(FILE *out, const char *title, json_t *list)
+{
+    if (json_array_size(list) == 0)
+        return;
+    fprintf(out, "  %s:", title);
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        json_t *name = json_object_get(e, "key") ? json_object_get(e, "key")
+                                                 : json_object_get(e, "name");
+        json_t *type = json_object_get(e, "encoding") ? json_object_get(e, "encoding")
+                                                      : json_object_get(e, "type");
+        fprintf(out, "%s %s (%s %s%s)", i ? "," : "", json_string_value(name),
+                json_string_value(type),
+                json_string_value(json_object_get(e, "dtype")) ?: "",
+                json_is_true(json_object_get(e, "drawable")) ? ", drawable" : "");
+    }
+    fputc('\n', out);
+}
+
+static void print_text(FILE *out, json_t *doc)
+{
+    fprintf(out, "%s\n", json_string_value(json_object_get(doc, "path")));
+    const char *refused = json_string_value(json_object_get(doc, "refused"));
+    if (refused) {
+        fprintf(out, "  refused: %s\n", refused);
+        return;
+    }
+    fprintf(out, "  format: %s (%s)\n", json_string_value(json_object_get(doc, "format")),
+            json_string_value(json_object_get(doc, "version")) ?: "?");
+    fprintf(out, "  n_obs x n_vars: %lld x %lld\n",
+            (long long)json_integer_value(json_object_get(doc, "n_obs")),
+            (long long)json_integer_value(json_object_get(doc, "n_vars")));
+    json_t *x = json_object_get(doc, "X");
+    if (json_is_object(x))
+        fprintf(out, "  X: %s %s\n", json_string_value(json_object_get(x, "encoding")),
+                json_string_value(json_object_get(x, "dtype")) ?: "");
+    else
+        fprintf(out, "  X: none\n");
+    static const char *const lists[] = {"obs", "var", "obsm", "varm", "obsp", "varp", "layers"};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        print_entries(out, lists[i], json_object_get(doc, lists[i]));
+    json_t *uns = json_object_get(doc, "uns");
+    if (json_array_size(uns)) {
+        fprintf(out, "  uns:");
+        size_t i;
+        json_t *k;
+        json_array_foreach(uns, i, k)
+            fprintf(out, "%s %s", i ? "," : "", json_string_value(k));
+        fputc('\n', out);
+    }
+    fprintf(out, "  raw: %s\n", json_is_true(json_object_get(doc, "raw")) ? "yes" : "no");
+    size_t i;
+    json_t *lo;
+    json_array_foreach(json_object_get(doc, "left_out"), i, lo)
+        fprintf(out, "  left out %s: %s\n", json_string_value(json_object_get(lo, "element")),
+                json_string_value(json_object_get(lo, "reason")));
+}
+
+int cfs_inspect(char *const *paths, int n, bool as_json, FILE *out)
+{
+    json_t *files = json_array();
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *doc = cfs_inspect_file(paths[i]);
+        if (!doc)
+            return 1;
+        if (json_string_value(json_object_get(doc, "refused")))
+            rc = 2;
+        if (!as_json)
+            print_text(out, doc);
+        json_array_append_new(files, doc);
+    }
+    if (as_json) {
+        json_t *top = json_pack("{s:o}", "files", files);
+        json_dumpf(top, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        fputc('\n', out);
+        json_decref(top);
+    } else {
+        json_decref(files);
+    }
+    return rc;
+}

@@ -1,0 +1,128 @@
+/* The command line: cellucid-fs export | inspect | --help | --version. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "export.h"
+#include "inspect.h"
+#include "options.h"
+
+static const char usage[] =
+    "Usage: cellucid-fs export [-o OPT[,OPT...]] [--force] SRC OUT\n"
+    "       cellucid-fs inspect [--json] FILE...\n"
+    "       cellucid-fs --help | --version\n"
+    "\n"
+    "Presents single-cell files (.h5ad) as consolidated AnnData Zarr v2 stores.\n"
+    "\n"
+    "Commands:\n"
+    "  export SRC OUT   write one <id>.zarr/ store per input in SRC (a file or a folder)\n"
+    "                   and a datasets.json catalog into the new folder OUT\n"
+    "  inspect FILE...  show what each input holds and what would be left out\n"
+    "\n"
+    "Options:\n"
+    "  -o compressor=NAME  chunk compressor: blosc (default; blosc lz4, byte shuffle),\n"
+    "                      zstd, zlib, gzip or none\n"
+    "  -o order=original   cells in source order (the default)\n"
+    "  --force             replace an existing OUT (export)\n"
+    "  --json              machine-readable output (inspect)\n"
+    "\n"
+    "Exit status: 0 success, 1 usage or fatal error, 2 an input was refused.\n"
+    "See cellucid-fs(1).\n";
+
+typedef struct cli {
+    cfs_options opts;
+    bool force, json;
+    char **args;
+    int nargs;
+} cli;
+
+/* Options may come before or after the paths, as with mount(8). */
+static int parse_cli(cli *c, int argc, char **argv, cfs_err *err)
+{
+    cfs_options_init(&c->opts);
+    c->args = calloc((size_t)argc + 1, sizeof *c->args);
+    if (!c->args)
+        return cfs_err_set(err, "out of memory");
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-o") == 0) {
+            if (++i == argc)
+                return cfs_err_set(err, "-o needs an option list");
+            if (cfs_options_parse(&c->opts, argv[i], err) < 0)
+                return -1;
+        } else if (strncmp(a, "-o", 2) == 0) {
+            if (cfs_options_parse(&c->opts, a + 2, err) < 0)
+                return -1;
+        } else if (strcmp(a, "--force") == 0) {
+            c->force = true;
+        } else if (strcmp(a, "--json") == 0) {
+            c->json = true;
+        } else if (strcmp(a, "--") == 0) {
+            while (++i < argc)
+                c->args[c->nargs++] = argv[i];
+        } else if (a[0] == '-' && a[1]) {
+            return cfs_err_set(err, "unknown flag '%s' (see cellucid-fs --help)", a);
+        } else {
+            c->args[c->nargs++] = argv[i];
+        }
+    }
+    return 0;
+}
+
+static int run_export(cli *c)
+{
+    if (c->nargs != 2) {
+        fprintf(stderr, "cellucid-fs: export needs SRC and OUT\n%s", usage);
+        return 1;
+    }
+    cfs_err err = {{0}};
+    int rc = cfs_export(c->args[0], c->args[1], &c->opts, c->force, stderr, &err);
+    if (rc < 0) {
+        fprintf(stderr, "cellucid-fs: %s\n", err.msg);
+        return 1;
+    }
+    return rc;
+}
+
+static int run_inspect(cli *c)
+{
+    if (c->nargs < 1) {
+        fprintf(stderr, "cellucid-fs: inspect needs at least one FILE\n%s", usage);
+        return 1;
+    }
+    return cfs_inspect(c->args, c->nargs, c->json, stdout);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 1;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("cellucid-fs %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    bool is_export = strcmp(argv[1], "export") == 0;
+    if (!is_export && strcmp(argv[1], "inspect") != 0) {
+        fprintf(stderr, "cellucid-fs: unknown command '%s'\n%s", argv[1], usage);
+        return 1;
+    }
+    cli c = {0};
+    cfs_err err = {{0}};
+    int rc;
+    if (parse_cli(&c, argc, argv, &err) < 0) {
+        fprintf(stderr, "cellucid-fs: %s\n", err.msg);
+        rc = 1;
+    } else {
+        rc = is_export ? run_export(&c) : run_inspect(&c);
+    }
+    free(c.args);
+    return rc;
+}

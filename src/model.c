@@ -1,0 +1,297 @@
+#include "model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+cfs_array *cfs_array_new(cfs_dtype dtype, int ndim, const uint64_t *shape,
+                         const cfs_array_ops *ops, void *ctx)
+{
+    if (ndim < 0 || ndim > CFS_MAX_DIMS)
+        return NULL;
+    cfs_array *arr = calloc(1, sizeof *arr);
+    if (!arr)
+        return NULL;
+    arr->dtype = dtype;
+    arr->ndim = ndim;
+    for (int d = 0; d < ndim; d++)
+        arr->shape[d] = shape[d];
+    arr->ops = ops;
+    arr->ctx = ctx;
+    arr->refs = 1;
+    return arr;
+}
+
+cfs_array *cfs_array_ref(cfs_array *arr)
+{
+    if (arr)
+        __atomic_add_fetch(&arr->refs, 1, __ATOMIC_RELAXED);
+    return arr;
+}
+
+void cfs_array_unref(cfs_array *arr)
+{
+    if (!arr || __atomic_sub_fetch(&arr->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        return;
+    if (arr->ops && arr->ops->free_ctx)
+        arr->ops->free_ctx(arr->ctx);
+    for (size_t i = 0; i < arr->nfields; i++)
+        free(arr->fields[i].name);
+    free(arr->fields);
+    free(arr);
+}
+
+uint64_t cfs_array_nelems(const cfs_array *arr)
+{
+    uint64_t n = 1;
+    for (int d = 0; d < arr->ndim; d++)
+        n *= arr->shape[d];
+    return n;
+}
+
+size_t cfs_array_elem_size(const cfs_array *arr)
+{
+    return arr->dtype == CFS_COMPOUND ? arr->record_size : cfs_dtype_size(arr->dtype);
+}
+
+int cfs_array_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count, void *out,
+                   cfs_err *err)
+{
+    for (int d = 0; d < arr->ndim; d++)
+        if (start[d] > arr->shape[d] || count[d] > arr->shape[d] - start[d])
+            return cfs_err_set(err, "read outside the array (dimension %d)", d);
+    return arr->ops->read(arr, start, count, out, err);
+}
+
+void cfs_strings_free(char **strings, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(strings[i]);
+}
+
+/* In-memory arrays: used for values a reader computes (e.g. a derived column) and by tests. */
+typedef struct memory_array {
+    void *data;
+    size_t n;
+    cfs_dtype dtype;
+} memory_array;
+
+static int memory_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                       void *out, cfs_err *err)
+{
+    (void)err;
+    const memory_array *m = arr->ctx;
+    size_t esize = cfs_array_elem_size(arr);
+    /* Walk the hyperslab row by row over the last dimension. */
+    int nd = arr->ndim;
+    if (nd == 0) {
+        if (arr->dtype == CFS_STRING) {
+            char *s = strdup(((char **)m->data)[0]);
+            if (!s)
+                return cfs_err_set(err, "out of memory");
+            ((char **)out)[0] = s;
+        } else {
+            memcpy(out, m->data, esize);
+        }
+        return 0;
+    }
+    uint64_t idx[CFS_MAX_DIMS] = {0};
+    uint64_t run = count[nd - 1];
+    uint64_t total = 1;
+    for (int d = 0; d < nd; d++)
+        total *= count[d];
+    if (total == 0)
+        return 0;
+    char *dst = out;
+    for (uint64_t done = 0; done < total; done += run) {
+        uint64_t off = 0;
+        for (int d = 0; d < nd; d++)
+            off = off * arr->shape[d] + start[d] + idx[d];
+        if (arr->dtype == CFS_STRING) {
+            char **src = (char **)m->data + off;
+            for (uint64_t k = 0; k < run; k++) {
+                char *s = strdup(src[k]);
+                if (!s) {
+                    cfs_strings_free((char **)out, (size_t)(done + k));
+                    return cfs_err_set(err, "out of memory");
+                }
+                ((char **)dst)[k] = s;
+            }
+        } else {
+            memcpy(dst, (char *)m->data + off * esize, run * esize);
+        }
+        dst += run * esize;
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++idx[d] < count[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+static void memory_free(void *ctx)
+{
+    memory_array *m = ctx;
+    if (!m)
+        return;
+    if (m->dtype == CFS_STRING)
+        cfs_strings_free(m->data, m->n);
+    free(m->data);
+    free(m);
+}
+
+static const cfs_array_ops memory_ops = {memory_read, memory_free};
+
+cfs_array *cfs_array_from_memory(cfs_dtype dtype, int ndim, const uint64_t *shape, void *data)
+{
+    memory_array *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->data = data;
+    m->dtype = dtype;
+    cfs_array *arr = cfs_array_new(dtype, ndim, shape, &memory_ops, m);
+    if (!arr) {
+        free(m);
+        return NULL;
+    }
+    m->n = (size_t)cfs_array_nelems(arr);
+    return arr;
+}
+
+cfs_elem *cfs_elem_new(cfs_elem_kind kind, const char *name)
+{
+    cfs_elem *el = calloc(1, sizeof *el);
+    if (!el)
+        return NULL;
+    el->kind = kind;
+    if (name && !(el->name = strdup(name))) {
+        free(el);
+        return NULL;
+    }
+    return el;
+}
+
+void cfs_elem_free(cfs_elem *el)
+{
+    if (!el)
+        return;
+    for (size_t i = 0; i < el->nchildren; i++)
+        cfs_elem_free(el->children[i]);
+    free(el->children);
+    cfs_elem_free(el->index);
+    cfs_elem_free(el->categories);
+    cfs_array_unref(el->values);
+    cfs_array_unref(el->aux);
+    cfs_array_unref(el->indptr);
+    free(el->index_name);
+    free(el->na_value);
+    free(el->name);
+    free(el);
+}
+
+int cfs_elem_add(cfs_elem *parent, cfs_elem *child)
+{
+    cfs_elem **grown = realloc(parent->children, (parent->nchildren + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    parent->children = grown;
+    parent->children[parent->nchildren++] = child;
+    return 0;
+}
+
+cfs_elem *cfs_elem_child(const cfs_elem *parent, const char *name)
+{
+    for (size_t i = 0; i < parent->nchildren; i++)
+        if (parent->children[i]->name && strcmp(parent->children[i]->name, name) == 0)
+            return parent->children[i];
+    return NULL;
+}
+
+int cfs_elem_remove(cfs_elem *parent, const char *name)
+{
+    for (size_t i = 0; i < parent->nchildren; i++) {
+        if (parent->children[i]->name && strcmp(parent->children[i]->name, name) == 0) {
+            cfs_elem_free(parent->children[i]);
+            memmove(&parent->children[i], &parent->children[i + 1],
+                    (parent->nchildren - i - 1) * sizeof *parent->children);
+            parent->nchildren--;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *cfs_elem_kind_name(cfs_elem_kind kind)
+{
+    switch (kind) {
+    case CFS_EL_ANNDATA: return "anndata";
+    case CFS_EL_RAW: return "raw";
+    case CFS_EL_DICT: return "dict";
+    case CFS_EL_DATAFRAME: return "dataframe";
+    case CFS_EL_ARRAY: return "array";
+    case CFS_EL_SCALAR: return "scalar";
+    case CFS_EL_SPARSE: return "sparse";
+    case CFS_EL_CATEGORICAL: return "categorical";
+    case CFS_EL_NULLABLE_INT: return "nullable-integer";
+    case CFS_EL_NULLABLE_BOOL: return "nullable-boolean";
+    case CFS_EL_NULLABLE_STRING: return "nullable-string-array";
+    case CFS_EL_RECARRAY: return "rec-array";
+    case CFS_EL_NULL: return "null";
+    }
+    return "?";
+}
+
+cfs_dataset *cfs_dataset_new(const char *source, const char *format)
+{
+    cfs_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds)
+        return NULL;
+    ds->format = format;
+    if (!(ds->source = strdup(source))) {
+        free(ds);
+        return NULL;
+    }
+    return ds;
+}
+
+void cfs_dataset_free(cfs_dataset *ds)
+{
+    if (!ds)
+        return;
+    cfs_elem_free(ds->root);
+    for (size_t i = 0; i < ds->nleftout; i++) {
+        free(ds->leftout[i].element);
+        free(ds->leftout[i].reason);
+    }
+    free(ds->leftout);
+    if (ds->reader_close)
+        ds->reader_close(ds->reader);
+    free(ds->format_version);
+    free(ds->source);
+    free(ds);
+}
+
+int cfs_dataset_leave_out(cfs_dataset *ds, const char *element, const char *fmt, ...)
+{
+    char reason[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    cfs_leftout *grown = realloc(ds->leftout, (ds->nleftout + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    ds->leftout = grown;
+    cfs_leftout *lo = &ds->leftout[ds->nleftout];
+    lo->element = strdup(element);
+    lo->reason = strdup(reason);
+    if (!lo->element || !lo->reason) {
+        free(lo->element);
+        free(lo->reason);
+        return -1;
+    }
+    ds->nleftout++;
+    return 0;
+}

@@ -1,0 +1,147 @@
+/*
+ * The dataset model (DESIGN §3): an AnnData-shaped tree that every format reader produces and
+ * the layout step and the Zarr renderer consume. It knows nothing of Zarr, FUSE or any input
+ * format. Leaves state dtype and shape from metadata; values are read on demand, by hyperslab.
+ */
+#ifndef CFS_MODEL_H
+#define CFS_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "error.h"
+
+#define CFS_MAX_DIMS 8
+
+/* One field of a compound (record) dtype: rec-arrays in uns. Strings are fixed-width UTF-8. */
+typedef struct cfs_field {
+    char *name;
+    cfs_dtype dtype;     /* numeric, or CFS_STRING for a fixed-width string field */
+    size_t offset;       /* byte offset inside one record of the read buffer */
+    size_t size;         /* bytes in the read buffer (string fields: max UTF-8 bytes, NUL-padded) */
+} cfs_field;
+
+typedef struct cfs_array cfs_array;
+
+typedef struct cfs_array_ops {
+    /*
+     * Reads the hyperslab start[d] .. start[d]+count[d] in C order into out. Numeric: packed
+     * little-endian values; CFS_STRING: one malloc'd NUL-terminated UTF-8 char* per element
+     * (the caller frees them); CFS_COMPOUND: packed records of arr->record_size bytes.
+     * Must be safe to call from several threads (readers serialise their library internally).
+     */
+    int (*read)(const cfs_array *arr, const uint64_t *start, const uint64_t *count, void *out,
+                cfs_err *err);
+    void (*free_ctx)(void *ctx);
+} cfs_array_ops;
+
+struct cfs_array {
+    cfs_dtype dtype;
+    int ndim;                       /* 0 for a scalar */
+    uint64_t shape[CFS_MAX_DIMS];
+    /* CFS_COMPOUND only */
+    cfs_field *fields;
+    size_t nfields;
+    size_t record_size;
+    const cfs_array_ops *ops;
+    void *ctx;
+    int refs;                       /* shared between an original and a layout view */
+};
+
+typedef enum cfs_elem_kind {
+    CFS_EL_ANNDATA,        /* root mapping: obs, var, X, layers, obsm, ..., raw */
+    CFS_EL_RAW,            /* mapping: X, var, varm */
+    CFS_EL_DICT,           /* mapping of anything */
+    CFS_EL_DATAFRAME,      /* index + columns in column order */
+    CFS_EL_ARRAY,          /* dense N-d numeric/bool array, or 1-d string array */
+    CFS_EL_SCALAR,         /* 0-d numeric or string */
+    CFS_EL_SPARSE,         /* csr/csc: data, indices, indptr */
+    CFS_EL_CATEGORICAL,    /* codes + categories */
+    CFS_EL_NULLABLE_INT,   /* values + mask */
+    CFS_EL_NULLABLE_BOOL,  /* values + mask */
+    CFS_EL_NULLABLE_STRING,/* values + mask */
+    CFS_EL_RECARRAY,       /* 1-d compound array */
+    CFS_EL_NULL            /* Python None */
+} cfs_elem_kind;
+
+typedef struct cfs_elem cfs_elem;
+
+struct cfs_elem {
+    cfs_elem_kind kind;
+    char *name;                 /* key inside the parent; NULL for the root */
+
+    /* mappings (ANNDATA, RAW, DICT) and DATAFRAME columns, in order */
+    cfs_elem **children;
+    size_t nchildren;
+
+    /* DATAFRAME */
+    cfs_elem *index;            /* ARRAY of strings (or NULLABLE_STRING) */
+    char *index_name;           /* the `_index` attribute */
+
+    /* ARRAY, SCALAR, RECARRAY: the values. SPARSE: data. CATEGORICAL: codes.
+     * NULLABLE_*: values. */
+    cfs_array *values;
+    /* SPARSE: indices. NULLABLE_*: mask. */
+    cfs_array *aux;
+    /* SPARSE: indptr. */
+    cfs_array *indptr;
+    /* CATEGORICAL: categories (an ARRAY element). */
+    cfs_elem *categories;
+
+    bool ordered;               /* CATEGORICAL */
+    bool csr;                   /* SPARSE: true = csr_matrix, false = csc_matrix */
+    uint64_t sparse_shape[2];   /* SPARSE */
+    char *na_value;             /* NULLABLE_STRING: "NA" / "NaN" or NULL */
+};
+
+/* Something a reader could not read and left out; the rest of the dataset is still served. */
+typedef struct cfs_leftout {
+    char *element;              /* e.g. "obs/qc" */
+    char *reason;
+} cfs_leftout;
+
+typedef struct cfs_dataset {
+    cfs_elem *root;             /* kind CFS_EL_ANNDATA */
+    char *source;               /* path of the input */
+    const char *format;         /* registry name, e.g. "h5ad" */
+    char *format_version;       /* e.g. "anndata 0.1.0" */
+    uint64_t n_obs, n_vars;
+    cfs_leftout *leftout;
+    size_t nleftout;
+    void *reader;               /* format reader's handle, freed through reader_close */
+    void (*reader_close)(void *reader);
+} cfs_dataset;
+
+/* Construction helpers (the readers' vocabulary). All abort-free: NULL on allocation failure. */
+cfs_array *cfs_array_new(cfs_dtype dtype, int ndim, const uint64_t *shape,
+                         const cfs_array_ops *ops, void *ctx);
+cfs_array *cfs_array_ref(cfs_array *arr);
+void cfs_array_unref(cfs_array *arr);
+uint64_t cfs_array_nelems(const cfs_array *arr);
+/* Bytes one element takes in a read buffer. */
+size_t cfs_array_elem_size(const cfs_array *arr);
+int cfs_array_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count, void *out,
+                   cfs_err *err);
+/* Frees the strings of a CFS_STRING read buffer of n elements (not the buffer itself). */
+void cfs_strings_free(char **strings, size_t n);
+
+/* An in-memory array: takes ownership of data (numeric packed, or char** for strings). */
+cfs_array *cfs_array_from_memory(cfs_dtype dtype, int ndim, const uint64_t *shape, void *data);
+
+cfs_elem *cfs_elem_new(cfs_elem_kind kind, const char *name);
+void cfs_elem_free(cfs_elem *el);
+/* Appends child (ownership passes to parent); -1 on allocation failure. */
+int cfs_elem_add(cfs_elem *parent, cfs_elem *child);
+cfs_elem *cfs_elem_child(const cfs_elem *parent, const char *name);
+/* Removes and frees the named child; returns 0 if removed, -1 if not present. */
+int cfs_elem_remove(cfs_elem *parent, const char *name);
+const char *cfs_elem_kind_name(cfs_elem_kind kind);
+
+cfs_dataset *cfs_dataset_new(const char *source, const char *format);
+void cfs_dataset_free(cfs_dataset *ds);
+int cfs_dataset_leave_out(cfs_dataset *ds, const char *element, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,129 @@
+#include "prepare.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../formats/format.h"
+#include "catalog.h"
+#include "embedding.h"
+#include "identity.h"
+#include "layout.h"
+
+void cfs_prepared_refuse(cfs_prepared *p, const char *reason)
+{
+    free(p->refused);
+    p->refused = strdup(reason);
+    cfs_dataset_free(p->ds);
+    p->ds = NULL;
+    p->embedding = NULL;
+}
+
+static void open_one(cfs_prepared *p, const cfs_options *opts)
+{
+    cfs_err err = {{0}};
+    if (cfs_format_open(p->source, &p->ds, &err) < 0 ||
+        cfs_layout_apply(p->ds, &opts->layout, &err) < 0) {
+        cfs_prepared_refuse(p, err.msg);
+        return;
+    }
+    char *own = cfs_identity_source_id(p->ds);
+    if (own) {
+        p->id = own;
+    } else {
+        char *stem = cfs_source_stem(p->source);
+        p->id = stem ? cfs_id_from_name(stem) : NULL;
+        free(stem);
+    }
+}
+
+static int name_one(cfs_prepared *p, cfs_err *err)
+{
+    char *stem = cfs_source_stem(p->source);
+    p->name = stem ? cfs_identity_name(p->ds, stem) : NULL;
+    free(stem);
+    if (!p->name || cfs_identity_apply(p->ds, p->id, p->name, err) < 0)
+        return cfs_err_set(err, "out of memory");
+    p->embedding = cfs_embedding_first(p->ds);
+    return 0;
+}
+
+/* Ids are made distinct over the datasets that opened, in source order. */
+static int assign_ids(cfs_prepared_set *set, cfs_err *err)
+{
+    char **ids = calloc(set->n + 1, sizeof *ids);
+    bool *clashed = calloc(set->n + 1, sizeof *clashed);
+    size_t *owner = calloc(set->n + 1, sizeof *owner);
+    size_t k = 0;
+    int rc = ids && clashed && owner ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < set->n; i++) {
+        if (set->items[i].ds && !set->items[i].id)
+            rc = -1;
+        else if (set->items[i].ds) {
+            owner[k] = i;
+            ids[k++] = set->items[i].id;
+        }
+    }
+    if (rc == 0)
+        rc = cfs_catalog_distinct_ids(ids, k, clashed);
+    for (size_t j = 0; rc == 0 && j < k; j++) {
+        set->items[owner[j]].id = ids[j];
+        set->items[owner[j]].id_clashed = clashed[j];
+    }
+    free(ids);
+    free(clashed);
+    free(owner);
+    return rc < 0 ? cfs_err_set(err, "out of memory") : 0;
+}
+
+int cfs_prepare(const cfs_source_list *sources, const cfs_options *opts, cfs_prepared_set *out,
+                cfs_err *err)
+{
+    out->n = sources->n;
+    out->items = calloc(sources->n ? sources->n : 1, sizeof *out->items);
+    if (!out->items)
+        return cfs_err_set(err, "out of memory");
+    for (size_t i = 0; i < sources->n; i++) {
+        if (!(out->items[i].source = strdup(sources->paths[i])))
+            return cfs_err_set(err, "out of memory");
+        open_one(&out->items[i], opts);
+    }
+    if (assign_ids(out, err) < 0)
+        return -1;
+    for (size_t i = 0; i < out->n; i++)
+        if (out->items[i].ds && name_one(&out->items[i], err) < 0)
+            return -1;
+    return 0;
+}
+
+void cfs_prepared_set_free(cfs_prepared_set *set)
+{
+    for (size_t i = 0; i < set->n; i++) {
+        cfs_prepared *p = &set->items[i];
+        free(p->source);
+        cfs_dataset_free(p->ds);
+        free(p->refused);
+        free(p->id);
+        free(p->name);
+    }
+    free(set->items);
+    set->items = NULL;
+    set->n = 0;
+}
+
+void cfs_prepared_report(const cfs_prepared *p, FILE *log)
+{
+    if (p->refused) {
+        fprintf(log, "cellucid-fs: %s: refused: %s\n", p->source, p->refused);
+        return;
+    }
+    for (size_t i = 0; i < p->ds->nleftout; i++)
+        fprintf(log, "cellucid-fs: %s: left out %s: %s\n", p->source, p->ds->leftout[i].element,
+                p->ds->leftout[i].reason);
+    if (p->id_clashed)
+        fprintf(log, "cellucid-fs: %s: id clash: another source has the same id, so this one is "
+                     "served as '%s'\n", p->source, p->id);
+    if (!p->embedding)
+        fprintf(log, "cellucid-fs: %s: not in datasets.json: no obsm array can be drawn as an "
+                     "embedding; add one (e.g. scanpy's sc.tl.umap) and export again\n",
+                p->source);
+}

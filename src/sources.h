@@ -1,0 +1,24 @@
+/* Finding the inputs of a source folder (or a single input). */
+#ifndef CFS_SOURCES_H
+#define CFS_SOURCES_H
+
+#include <stddef.h>
+
+#include "error.h"
+
+typedef struct cfs_source_list {
+    char **paths;          /* sorted by name */
+    size_t n;
+} cfs_source_list;
+
+/*
+ * A file is itself; a folder yields its top-level entries that are inputs by name (a known
+ * extension) or by content. Hidden entries are skipped, and so is a symlink whose target lies
+ * outside the folder. Reads only.
+ */
+int cfs_sources_list(const char *src, cfs_source_list *out, cfs_err *err);
+void cfs_sources_free(cfs_source_list *list);
+/* True if path (resolved) is src or lies below it. */
+int cfs_path_inside(const char *path, const char *src);
+
+#endif

@@ -1,0 +1,613 @@
+#include "store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunking.h"
+#include "vlen.h"
+#include "zmeta.h"
+
+/* ---- building the node list ---------------------------------------------------------------- */
+
+typedef struct builder {
+    cfs_store *st;
+    size_t cap;
+    cfs_err *err;
+} builder;
+
+static char *join_path(const char *parent, const char *name)
+{
+    size_t a = strlen(parent), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p)
+        return NULL;
+    if (a) {
+        memcpy(p, parent, a);
+        p[a] = '/';
+        memcpy(p + a + 1, name, b + 1);
+    } else {
+        memcpy(p, name, b + 1);
+    }
+    return p;
+}
+
+static cfs_store_node *push_node(builder *b, const char *path, json_t *zattrs)
+{
+    if (!zattrs) {
+        cfs_err_set(b->err, "out of memory building %s", path);
+        return NULL;
+    }
+    if (b->st->nnodes == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 64;
+        cfs_store_node *grown = realloc(b->st->nodes, cap * sizeof *grown);
+        if (!grown) {
+            json_decref(zattrs);
+            cfs_err_set(b->err, "out of memory building %s", path);
+            return NULL;
+        }
+        b->st->nodes = grown;
+        b->cap = cap;
+    }
+    cfs_store_node *n = &b->st->nodes[b->st->nnodes];
+    memset(n, 0, sizeof *n);
+    n->zattrs = zattrs;
+    if (!(n->path = strdup(path))) {
+        json_decref(zattrs);
+        cfs_err_set(b->err, "out of memory building %s", path);
+        return NULL;
+    }
+    b->st->nnodes++;
+    return n;
+}
+
+static int add_group(builder *b, const char *path, json_t *zattrs)
+{
+    return push_node(b, path, zattrs) ? 0 : -1;
+}
+
+/* numpy's typestr of one compound field, or NULL for a field type Zarr cannot hold. */
+static json_t *field_dtype(const cfs_field *f)
+{
+    if (f->dtype == CFS_STRING)
+        return json_sprintf("<U%zu", f->size);
+    const char *s = cfs_zarr_dtype(f->dtype);
+    return s ? json_string(s) : NULL;
+}
+
+static json_t *compound_dtype(const cfs_array *arr)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < arr->nfields; i++) {
+        json_t *t = field_dtype(&arr->fields[i]);
+        if (!t) {
+            json_decref(list);
+            return NULL;
+        }
+        json_array_append_new(list, json_pack("[s, o]", arr->fields[i].name, t));
+    }
+    return list;
+}
+
+/* Bytes one record takes in Zarr: string fields become UTF-32 (4 bytes a code point). */
+static size_t zarr_record_size(const cfs_array *arr)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < arr->nfields; i++)
+        n += arr->fields[i].dtype == CFS_STRING ? 4 * arr->fields[i].size : arr->fields[i].size;
+    return n;
+}
+
+static const char base64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* zarr encodes a structured fill value as base64 of its bytes; ours is all zeros. */
+static json_t *zero_base64(size_t nbytes)
+{
+    size_t len = (nbytes + 2) / 3 * 4;
+    char *s = malloc(len + 1);
+    if (!s)
+        return NULL;
+    for (size_t i = 0; i < len; i++)
+        s[i] = base64_alphabet[0];
+    size_t rem = nbytes % 3;
+    if (rem == 1)
+        s[len - 2] = s[len - 1] = '=';
+    else if (rem == 2)
+        s[len - 1] = '=';
+    s[len] = '\0';
+    json_t *j = json_string(s);
+    free(s);
+    return j;
+}
+
+static int add_array(builder *b, const char *path, cfs_array *arr, json_t *zattrs)
+{
+    cfs_store_node *n = push_node(b, path, zattrs);
+    if (!n)
+        return -1;
+    n->arr = cfs_array_ref(arr);
+    n->ndim = arr->ndim;
+    memcpy(n->shape, arr->shape, sizeof n->shape);
+    n->codec = b->st->opts.codec;
+    json_t *dtype, *fill, *filters = json_null();
+    if (arr->dtype == CFS_COMPOUND) {
+        n->elem_size = zarr_record_size(arr);
+        dtype = compound_dtype(arr);
+        fill = zero_base64(n->elem_size);
+        if (!dtype)
+            return cfs_err_set(b->err, "%s: a record field has a type Zarr cannot hold", path);
+    } else {
+        n->elem_size = cfs_dtype_size(arr->dtype);
+        dtype = json_string(cfs_zarr_dtype(arr->dtype));
+        fill = cfs_zarr_fill_value(arr->dtype);
+        if (arr->dtype == CFS_STRING)
+            filters = json_pack("[{s:s}]", "id", "vlen-utf8");
+    }
+    size_t chunk_elem = arr->dtype == CFS_STRING ? CFS_STRING_BYTES_ESTIMATE : n->elem_size;
+    cfs_chunk_shape(n->ndim, n->shape, chunk_elem, n->chunks);
+    n->nchunks = cfs_chunk_grid(n->ndim, n->shape, n->chunks, n->grid);
+    /* Scalars are stored raw, as zarr-python stores anndata's 0-d arrays. */
+    json_t *compressor = n->ndim == 0 ? json_null() : cfs_codec_config(n->codec);
+    if (n->ndim == 0)
+        n->codec = CFS_CODEC_NONE;
+    n->zarray = cfs_zarray_doc(n->ndim, n->shape, n->chunks, dtype, fill, compressor, filters);
+    n->is_array = true;
+    if (!n->zarray)
+        return cfs_err_set(b->err, "out of memory building %s", path);
+    return 0;
+}
+
+/* Appends UTF-8 text as `width` UTF-32LE code units, zero padded (numpy's <U). */
+static int utf8_to_utf32(const char *s, size_t width, unsigned char *out)
+{
+    memset(out, 0, 4 * width);
+    const unsigned char *p = (const unsigned char *)s;
+    size_t k = 0;
+    while (*p) {
+        uint32_t cp;
+        int extra;
+        if (*p < 0x80) { cp = *p; extra = 0; }
+        else if ((*p & 0xe0) == 0xc0) { cp = *p & 0x1f; extra = 1; }
+        else if ((*p & 0xf0) == 0xe0) { cp = *p & 0x0f; extra = 2; }
+        else if ((*p & 0xf8) == 0xf0) { cp = *p & 0x07; extra = 3; }
+        else { cp = 0xfffd; extra = 0; }
+        p++;
+        for (int i = 0; i < extra; i++) {
+            if ((*p & 0xc0) != 0x80) { cp = 0xfffd; break; }
+            cp = (cp << 6) | (*p++ & 0x3f);
+        }
+        if (k == width)
+            return -1;
+        out[4 * k] = cp & 0xff;
+        out[4 * k + 1] = (cp >> 8) & 0xff;
+        out[4 * k + 2] = (cp >> 16) & 0xff;
+        out[4 * k + 3] = (cp >> 24) & 0xff;
+        k++;
+    }
+    return 0;
+}
+
+static size_t utf8_codepoints(const char *s)
+{
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        n += (*p & 0xc0) != 0x80;
+    return n;
+}
+
+/* A 0-d string is a fixed-width <U array, as anndata 0.8 on zarr-python 2 writes it. */
+static int add_string_scalar(builder *b, const char *path, cfs_array *arr, json_t *zattrs)
+{
+    char *value = NULL;
+    uint64_t origin[1] = {0}, one[1] = {1};
+    if (cfs_array_read(arr, origin, one, &value, b->err) < 0) {
+        json_decref(zattrs);
+        return cfs_err_prefix(b->err, "%s", path);
+    }
+    /* numpy gives "" the dtype <U1, never <U0. */
+    size_t width = utf8_codepoints(value);
+    if (width == 0)
+        width = 1;
+    cfs_store_node *n = push_node(b, path, zattrs);
+    if (!n) {
+        free(value);
+        return -1;
+    }
+    n->is_array = true;
+    n->codec = CFS_CODEC_NONE;
+    n->nchunks = 1;
+    n->elem_size = 4 * width;
+    n->fixed_len = 4 * width;
+    n->fixed = malloc(n->fixed_len ? n->fixed_len : 1);
+    if (!n->fixed) {
+        free(value);
+        return cfs_err_set(b->err, "out of memory building %s", path);
+    }
+    utf8_to_utf32(value, width, n->fixed);
+    free(value);
+    n->zarray = cfs_zarray_doc(0, NULL, NULL, json_sprintf("<U%zu", width), json_string(""),
+                               json_null(), json_null());
+    if (!n->zarray)
+        return cfs_err_set(b->err, "out of memory building %s", path);
+    return 0;
+}
+
+static json_t *array_attrs(const cfs_array *arr)
+{
+    return cfs_encoding_attrs(arr->dtype == CFS_STRING ? "string-array" : "array", "0.2.0");
+}
+
+static int render(builder *b, const char *path, const cfs_elem *el);
+
+static int render_child(builder *b, const char *path, const char *name, const cfs_elem *el)
+{
+    char *p = join_path(path, name);
+    if (!p)
+        return cfs_err_set(b->err, "out of memory");
+    int rc = render(b, p, el);
+    free(p);
+    return rc;
+}
+
+static int add_child_array(builder *b, const char *path, const char *name, cfs_array *arr,
+                           json_t *zattrs)
+{
+    char *p = join_path(path, name);
+    if (!p) {
+        json_decref(zattrs);
+        return cfs_err_set(b->err, "out of memory");
+    }
+    int rc = add_array(b, p, arr, zattrs);
+    free(p);
+    return rc;
+}
+
+static int render_mapping(builder *b, const char *path, const cfs_elem *el, const char *type)
+{
+    if (add_group(b, path, cfs_encoding_attrs(type, "0.1.0")) < 0)
+        return -1;
+    for (size_t i = 0; i < el->nchildren; i++)
+        if (render_child(b, path, el->children[i]->name, el->children[i]) < 0)
+            return -1;
+    return 0;
+}
+
+static int render_dataframe(builder *b, const char *path, const cfs_elem *el)
+{
+    json_t *attrs = cfs_encoding_attrs("dataframe", "0.2.0");
+    json_t *order = json_array();
+    for (size_t i = 0; order && i < el->nchildren; i++)
+        json_array_append_new(order, json_string(el->children[i]->name));
+    const char *index_name = el->index_name ? el->index_name : "_index";
+    if (attrs) {
+        json_object_set_new(attrs, "_index", json_string(index_name));
+        json_object_set_new(attrs, "column-order", order ? order : json_array());
+    }
+    if (add_group(b, path, attrs) < 0)
+        return -1;
+    if (el->index && render_child(b, path, index_name, el->index) < 0)
+        return -1;
+    for (size_t i = 0; i < el->nchildren; i++)
+        if (render_child(b, path, el->children[i]->name, el->children[i]) < 0)
+            return -1;
+    return 0;
+}
+
+static int render_sparse(builder *b, const char *path, const cfs_elem *el)
+{
+    json_t *attrs = cfs_encoding_attrs(el->csr ? "csr_matrix" : "csc_matrix", "0.1.0");
+    if (attrs)
+        json_object_set_new(attrs, "shape", cfs_json_u64_array(2, el->sparse_shape));
+    if (add_group(b, path, attrs) < 0)
+        return -1;
+    if (add_child_array(b, path, "data", el->values, json_object()) < 0 ||
+        add_child_array(b, path, "indices", el->aux, json_object()) < 0 ||
+        add_child_array(b, path, "indptr", el->indptr, json_object()) < 0)
+        return -1;
+    return 0;
+}
+
+static int render_categorical(builder *b, const char *path, const cfs_elem *el)
+{
+    json_t *attrs = cfs_encoding_attrs("categorical", "0.2.0");
+    if (attrs)
+        json_object_set_new(attrs, "ordered", json_boolean(el->ordered));
+    if (add_group(b, path, attrs) < 0)
+        return -1;
+    if (add_child_array(b, path, "codes", el->values, array_attrs(el->values)) < 0)
+        return -1;
+    return render_child(b, path, "categories", el->categories);
+}
+
+static int render_nullable(builder *b, const char *path, const cfs_elem *el, const char *type)
+{
+    json_t *attrs = cfs_encoding_attrs(type, "0.1.0");
+    if (attrs && el->na_value)
+        json_object_set_new(attrs, "na-value", json_string(el->na_value));
+    if (add_group(b, path, attrs) < 0)
+        return -1;
+    if (add_child_array(b, path, "values", el->values, array_attrs(el->values)) < 0 ||
+        add_child_array(b, path, "mask", el->aux, array_attrs(el->aux)) < 0)
+        return -1;
+    return 0;
+}
+
+static int render_null(builder *b, const char *path)
+{
+    /* anndata >= 0.12 writes None as a 0-d bool array tagged `null`. */
+    bool *value = calloc(1, sizeof *value);
+    cfs_array *arr = value ? cfs_array_from_memory(CFS_BOOL, 0, NULL, value) : NULL;
+    if (!arr) {
+        free(value);
+        return cfs_err_set(b->err, "out of memory");
+    }
+    int rc = add_array(b, path, arr, cfs_encoding_attrs("null", "0.1.0"));
+    cfs_array_unref(arr);
+    return rc;
+}
+
+static int render(builder *b, const char *path, const cfs_elem *el)
+{
+    switch (el->kind) {
+    case CFS_EL_ANNDATA: return render_mapping(b, path, el, "anndata");
+    case CFS_EL_RAW: return render_mapping(b, path, el, "raw");
+    case CFS_EL_DICT: return render_mapping(b, path, el, "dict");
+    case CFS_EL_DATAFRAME: return render_dataframe(b, path, el);
+    case CFS_EL_ARRAY: return add_array(b, path, el->values, array_attrs(el->values));
+    case CFS_EL_SCALAR:
+        if (el->values->dtype == CFS_STRING)
+            return add_string_scalar(b, path, el->values, cfs_encoding_attrs("string", "0.2.0"));
+        return add_array(b, path, el->values, cfs_encoding_attrs("numeric-scalar", "0.2.0"));
+    case CFS_EL_SPARSE: return render_sparse(b, path, el);
+    case CFS_EL_CATEGORICAL: return render_categorical(b, path, el);
+    case CFS_EL_NULLABLE_INT: return render_nullable(b, path, el, "nullable-integer");
+    case CFS_EL_NULLABLE_BOOL: return render_nullable(b, path, el, "nullable-boolean");
+    case CFS_EL_NULLABLE_STRING: return render_nullable(b, path, el, "nullable-string-array");
+    case CFS_EL_RECARRAY: return add_array(b, path, el->values, cfs_encoding_attrs("rec-array", "0.2.0"));
+    case CFS_EL_NULL: return render_null(b, path);
+    }
+    return cfs_err_set(b->err, "%s: unknown element kind", path);
+}
+
+cfs_store *cfs_store_new(const cfs_dataset *ds, const cfs_store_opts *opts, cfs_err *err)
+{
+    cfs_store *st = calloc(1, sizeof *st);
+    if (!st) {
+        cfs_err_set(err, "out of memory");
+        return NULL;
+    }
+    st->opts = *opts;
+    builder b = {st, 0, err};
+    if (render(&b, "", ds->root) < 0) {
+        cfs_store_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+void cfs_store_free(cfs_store *st)
+{
+    if (!st)
+        return;
+    for (size_t i = 0; i < st->nnodes; i++) {
+        cfs_store_node *n = &st->nodes[i];
+        free(n->path);
+        json_decref(n->zattrs);
+        json_decref(n->zarray);
+        cfs_array_unref(n->arr);
+        free(n->fixed);
+    }
+    free(st->nodes);
+    free(st);
+}
+
+/* ---- documents --------------------------------------------------------------------------- */
+
+char *cfs_store_doc(const cfs_store_node *node, cfs_doc_kind kind)
+{
+    switch (kind) {
+    case CFS_DOC_ZATTRS:
+        return cfs_zmeta_dump(node->zattrs);
+    case CFS_DOC_ZARRAY:
+        return node->is_array ? cfs_zmeta_dump(node->zarray) : NULL;
+    case CFS_DOC_ZGROUP:
+        if (node->is_array)
+            return NULL;
+        json_t *g = cfs_zgroup_doc();
+        char *s = cfs_zmeta_dump(g);
+        json_decref(g);
+        return s;
+    }
+    return NULL;
+}
+
+static int set_meta(json_t *meta, const char *path, const char *doc, json_t *value)
+{
+    char *key = join_path(path, doc);
+    if (!key || !value) {
+        free(key);
+        json_decref(value);
+        return -1;
+    }
+    int rc = json_object_set_new(meta, key, value);
+    free(key);
+    return rc;
+}
+
+char *cfs_store_zmetadata(const cfs_store *st)
+{
+    json_t *meta = json_object();
+    int rc = meta ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < st->nnodes; i++) {
+        const cfs_store_node *n = &st->nodes[i];
+        rc |= set_meta(meta, n->path, ".zattrs", json_incref(n->zattrs));
+        if (n->is_array)
+            rc |= set_meta(meta, n->path, ".zarray", json_incref(n->zarray));
+        else
+            rc |= set_meta(meta, n->path, ".zgroup", cfs_zgroup_doc());
+    }
+    json_t *doc = rc == 0 ? json_pack("{s:o, s:i}", "metadata", meta, "zarr_consolidated_format", 1)
+                          : NULL;
+    if (!doc && rc != 0)
+        json_decref(meta);
+    char *s = doc ? cfs_zmeta_dump(doc) : NULL;
+    json_decref(doc);
+    return s;
+}
+
+/* ---- chunks ------------------------------------------------------------------------------ */
+
+void cfs_store_chunk_key(const cfs_store_node *node, uint64_t idx, char *buf, size_t len)
+{
+    cfs_chunk_key(node->ndim, node->grid, idx, buf, len);
+}
+
+/*
+ * Copies a hyperslab of `count` elements (C order, packed) into the full chunk buffer whose
+ * shape is `chunks`, at the chunk's origin: edge chunks keep the fill value beyond the array.
+ */
+static void scatter(unsigned char *dst, const uint64_t *chunks, const unsigned char *src,
+                    const uint64_t *count, int ndim, size_t esize)
+{
+    uint64_t idx[CFS_MAX_DIMS] = {0};
+    uint64_t run = count[ndim - 1] * esize;
+    uint64_t rows = 1;
+    for (int d = 0; d < ndim - 1; d++)
+        rows *= count[d];
+    for (uint64_t r = 0; r < rows; r++) {
+        uint64_t off = 0;
+        for (int d = 0; d < ndim - 1; d++)
+            off = off * chunks[d] + idx[d];
+        off *= chunks[ndim - 1];
+        memcpy(dst + off * esize, src + r * run, run);
+        for (int d = ndim - 2; d >= 0; d--) {
+            if (++idx[d] < count[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* Reads the chunk's hyperslab into a full-chunk buffer (zero / NULL filled past the edge). */
+static unsigned char *read_chunk_values(const cfs_store_node *n, uint64_t idx, uint64_t *nelems,
+                                        cfs_err *err)
+{
+    uint64_t coords[CFS_MAX_DIMS], start[CFS_MAX_DIMS], count[CFS_MAX_DIMS];
+    cfs_chunk_coords(n->ndim, n->grid, idx, coords);
+    uint64_t full = 1, part = 1;
+    bool edge = false;
+    for (int d = 0; d < n->ndim; d++) {
+        start[d] = coords[d] * n->chunks[d];
+        count[d] = n->shape[d] - start[d] < n->chunks[d] ? n->shape[d] - start[d] : n->chunks[d];
+        edge |= count[d] != n->chunks[d];
+        full *= n->chunks[d];
+        part *= count[d];
+    }
+    size_t esize = cfs_array_elem_size(n->arr);
+    if (full > SIZE_MAX / (esize ? esize : 1)) {
+        cfs_err_set(err, "%s: chunk too large", n->path);
+        return NULL;
+    }
+    unsigned char *buf = calloc(full ? full : 1, esize);
+    unsigned char *tmp = edge ? calloc(part ? part : 1, esize) : buf;
+    if (!buf || !tmp) {
+        free(buf);
+        if (edge)
+            free(tmp);
+        cfs_err_set(err, "out of memory reading %s", n->path);
+        return NULL;
+    }
+    if (cfs_array_read(n->arr, start, count, tmp, err) < 0) {
+        cfs_err_prefix(err, "%s", n->path);
+        free(buf);
+        if (edge)
+            free(tmp);
+        return NULL;
+    }
+    if (edge) {
+        if (n->ndim > 0)
+            scatter(buf, n->chunks, tmp, count, n->ndim, esize);
+        free(tmp);
+    }
+    *nelems = full;
+    return buf;
+}
+
+/* Model records (fixed-width UTF-8 string fields) to Zarr records (UTF-32 string fields). */
+static unsigned char *records_to_zarr(const cfs_store_node *n, const unsigned char *rec,
+                                      uint64_t nrec, cfs_err *err)
+{
+    const cfs_array *arr = n->arr;
+    unsigned char *out = calloc(nrec ? nrec : 1, n->elem_size);
+    char *field = malloc(arr->record_size + 1);
+    if (!out || !field) {
+        free(out);
+        free(field);
+        cfs_err_set(err, "out of memory");
+        return NULL;
+    }
+    for (uint64_t r = 0; r < nrec; r++) {
+        unsigned char *dst = out + r * n->elem_size;
+        const unsigned char *src = rec + r * arr->record_size;
+        for (size_t f = 0; f < arr->nfields; f++) {
+            const cfs_field *fd = &arr->fields[f];
+            if (fd->dtype == CFS_STRING) {
+                memcpy(field, src + fd->offset, fd->size);
+                field[fd->size] = '\0';
+                utf8_to_utf32(field, fd->size, dst);
+                dst += 4 * fd->size;
+            } else {
+                memcpy(dst, src + fd->offset, fd->size);
+                dst += fd->size;
+            }
+        }
+    }
+    free(field);
+    return out;
+}
+
+static int encode_values(const cfs_store_node *n, unsigned char *values, uint64_t nelems,
+                         cfs_buf *out, cfs_err *err)
+{
+    if (n->arr->dtype == CFS_STRING) {
+        cfs_buf framed = {0};
+        int rc = cfs_vlen_encode((char *const *)values, (size_t)nelems, &framed, err);
+        cfs_strings_free((char **)values, (size_t)nelems);
+        if (rc == 0)
+            rc = cfs_codec_encode(n->codec, 1, framed.data, framed.len, out, err);
+        cfs_buf_free(&framed);
+        return rc;
+    }
+    if (n->arr->dtype == CFS_COMPOUND) {
+        unsigned char *z = records_to_zarr(n, values, nelems, err);
+        if (!z)
+            return -1;
+        int rc = cfs_codec_encode(n->codec, n->elem_size, z, nelems * n->elem_size, out, err);
+        free(z);
+        return rc;
+    }
+    return cfs_codec_encode(n->codec, n->elem_size, values, nelems * n->elem_size, out, err);
+}
+
+int cfs_store_chunk(const cfs_store *st, const cfs_store_node *n, uint64_t idx, cfs_buf *out,
+                    cfs_err *err)
+{
+    (void)st;
+    if (!n->is_array || idx >= n->nchunks)
+        return cfs_err_set(err, "%s: no chunk %llu", n->path, (unsigned long long)idx);
+    if (n->fixed)
+        return cfs_buf_append(out, n->fixed, n->fixed_len) < 0 ? cfs_err_set(err, "out of memory")
+                                                              : 0;
+    size_t before = out->len;
+    uint64_t nelems = 0;
+    unsigned char *values = read_chunk_values(n, idx, &nelems, err);
+    if (!values)
+        return -1;
+    int rc = encode_values(n, values, nelems, out, err);
+    free(values);
+    if (rc < 0) {
+        out->len = before;
+        return cfs_err_prefix(err, "%s", n->path);
+    }
+    return 0;
+}
