@@ -200,12 +200,27 @@ static const char *const dataset_encodings[] = {
     "array", "string-array", "numeric-scalar", "string", "rec-array", "bytes", NULL,
 };
 
-static bool known_dataset_encoding(const char *enc)
+static const char *const group_encodings[] = {
+    "dict", "dataframe", "categorical", "csr_matrix", "csc_matrix", "nullable-integer",
+    "nullable-boolean", "nullable-string-array", "awkward-array", "anndata", "raw", NULL,
+};
+
+static bool listed(const char *const *list, const char *s)
 {
-    for (size_t i = 0; dataset_encodings[i]; i++)
-        if (strcmp(enc, dataset_encodings[i]) == 0)
+    for (size_t i = 0; list[i]; i++)
+        if (strcmp(s, list[i]) == 0)
             return true;
     return false;
+}
+
+/* An encoding-type this object cannot carry: a clearer reason than "unknown" when it is a
+ * known encoding on the wrong kind of object. */
+static int misplaced_encoding(const char *enc, bool is_group, cfs_err *err)
+{
+    if (listed(is_group ? dataset_encodings : group_encodings, enc))
+        return cfs_err_set(err, "encoding-type '%s' belongs on a %s, but this is a %s", enc,
+                           is_group ? "dataset" : "group", is_group ? "group" : "dataset");
+    return cfs_err_set(err, "unknown encoding-type '%s'", enc);
 }
 
 /* Does the array fit what its encoding-type promises? */
@@ -237,8 +252,8 @@ static int read_dataset(hid_t loc, hid_t obj, const char *enc, const char *name,
     if (!enc && cfs_h5_has_attr(obj, "categories"))
         return cfs_err_set(err, "a categorical written by anndata < 0.8 (codes with an object "
                            "reference); " LEGACY_HINT);
-    if (enc && !known_dataset_encoding(enc))
-        return cfs_err_set(err, "unknown encoding-type '%s'", enc);
+    if (enc && !listed(dataset_encodings, enc))
+        return misplaced_encoding(enc, false, err);
     cfs_array *arr;
     if (open_array(loc, name, &arr, err) < 0)
         return -1;
@@ -332,11 +347,11 @@ static int read_index_elem(rd *r, hid_t grp, const char *idx, const char *path, 
         cfs_elem_free(index);
         return cfs_err_set(err, "its index '%s' is not a 1-d string array", idx);
     }
-    if (index->values->shape[0] > CFS_H5_MAX_AXIS) {
+    uint64_t rows = index->values->shape[0];
+    if (rows > CFS_H5_MAX_AXIS) {
         cfs_elem_free(index);
         return cfs_err_set(err, "its index claims %llu rows, more than the %llu this reader "
-                           "accepts (a corrupt header?)", (ull)index->values->shape[0],
-                           (ull)CFS_H5_MAX_AXIS);
+                           "accepts (a corrupt header?)", (ull)rows, (ull)CFS_H5_MAX_AXIS);
     }
     *out = index;
     return 0;
@@ -621,7 +636,7 @@ static int read_group(rd *r, hid_t grp, const char *enc, const char *name, const
         return read_nullable(grp, CFS_EL_NULLABLE_STRING, name, out, err);
     if (streq(enc, "awkward-array"))
         return cfs_err_set(err, "an awkward array, which this version cannot serve yet");
-    return cfs_err_set(err, "unknown encoding-type '%s'", enc);
+    return misplaced_encoding(enc, true, err);
 }
 
 /* h5py follows soft and hard links, so a group may contain itself: refuse a group that is

@@ -1050,14 +1050,13 @@ static int plain_array_open(hid_t dset, hid_t type, const char *name, cfs_array 
     if (!a)
         return cfs_err_set(err, "out of memory");
     a->dset = -1;
-    a->plan.mem = -1;
-    if (plan_type(type, &a->plan, err) < 0 || !(a->name = strdup(name))) {
-        if (!a->name && a->plan.mem >= 0)
-            cfs_err_set(err, "out of memory");
+    if (plan_type(type, &a->plan, err) < 0) {
         h5_array_free(a);
         return -1;
     }
-    cfs_array *arr = cfs_array_new(a->plan.dtype, ndim, shape, &h5_array_ops, a);
+    cfs_array *arr = (a->name = strdup(name))
+                         ? cfs_array_new(a->plan.dtype, ndim, shape, &h5_array_ops, a)
+                         : NULL;
     if (!arr) {
         h5_array_free(a);
         return cfs_err_set(err, "out of memory");

@@ -126,8 +126,8 @@ static const cfs_format *explain(const cfs_probe_input *in, cfs_err *err)
         cfs_err_set(err, "not an HDF5 file (no HDF5 signature); it is not a %s file, whatever "
                     "its name says: re-download or re-write it", ext);
     else
-        cfs_err_set(err, "not a recognised single-cell file (not HDF5; this version reads .h5ad "
-                    "files)");
+        cfs_err_set(err, "not a recognised single-cell file (not HDF5; this version reads "
+                    "AnnData .h5ad files): convert it to .h5ad");
     return NULL;
 }
 
