@@ -18,6 +18,7 @@ from conftest import (
     REFUSED_NAMES,
     bad_path,
     describe,
+    expected_drawable,
     good_path,
     h5_str_attr,
     run_cfs,
@@ -129,8 +130,11 @@ def test_inspect_json_good(name, cfs, oracle):
     p = good_path(name)
     (entry,) = inspect_json(cfs, p)
     check_entry(entry, p, oracle(name))
+    a = oracle(name)
     obsm = {e["key"]: e for e in entry["obsm"]}
-    if "X_umap" in obsm:
+    for key, e in obsm.items():
+        assert e["drawable"] is expected_drawable(a.obsm[key], a.n_obs), (key, e)
+    if "X_umap" in obsm and name != "single_cell":
         assert obsm["X_umap"]["drawable"] is True, obsm["X_umap"]
     for key, drawable in GOOD[name].get("drawable", {}).items():
         assert obsm[key]["drawable"] is drawable, obsm[key]
