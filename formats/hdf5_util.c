@@ -4,6 +4,8 @@
 
 #include "hdf5_util.h"
 
+#include "../src/utf8.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,35 +198,11 @@ out:
 /* ------------------------------------------------------------------------------------------ */
 /* UTF-8 */
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 if it is not one. Rejects
- * overlong forms, surrogates and code points beyond U+10FFFF, as Python's decoder does. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t len;
-    unsigned cp;
-    if ((s[0] & 0xe0) == 0xc0) { len = 2; cp = s[0] & 0x1f; }
-    else if ((s[0] & 0xf0) == 0xe0) { len = 3; cp = s[0] & 0x0f; }
-    else if ((s[0] & 0xf8) == 0xf0) { len = 4; cp = s[0] & 0x07; }
-    else return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 static bool utf8_valid(const unsigned char *s, size_t len)
 {
     for (size_t i = 0; i < len;) {
-        size_t k = utf8_seq(s + i, len - i);
+        uint32_t cp;
+        size_t k = cfs_utf8_decode(s + i, len - i, &cp);
         if (!k)
             return false;
         i += k;

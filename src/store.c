@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "chunking.h"
+#include "utf8.h"
 #include "vlen.h"
 #include "zmeta.h"
 
@@ -157,24 +158,19 @@ static int add_array(builder *b, const char *path, cfs_array *arr, json_t *zattr
     return 0;
 }
 
-/* Appends UTF-8 text as `width` UTF-32LE code units, zero padded (numpy's <U). */
+/* Writes UTF-8 text as `width` UTF-32LE code units, zero padded (numpy's <U); invalid bytes
+ * become U+FFFD, as the vlen framing replaces them. */
 static int utf8_to_utf32(const char *s, size_t width, unsigned char *out)
 {
     memset(out, 0, 4 * width);
     const unsigned char *p = (const unsigned char *)s;
-    size_t k = 0;
-    while (*p) {
+    size_t n = strlen(s), k = 0;
+    for (size_t i = 0; i < n; k++) {
         uint32_t cp;
-        int extra;
-        if (*p < 0x80) { cp = *p; extra = 0; }
-        else if ((*p & 0xe0) == 0xc0) { cp = *p & 0x1f; extra = 1; }
-        else if ((*p & 0xf0) == 0xe0) { cp = *p & 0x0f; extra = 2; }
-        else if ((*p & 0xf8) == 0xf0) { cp = *p & 0x07; extra = 3; }
-        else { cp = 0xfffd; extra = 0; }
-        p++;
-        for (int i = 0; i < extra; i++) {
-            if ((*p & 0xc0) != 0x80) { cp = 0xfffd; break; }
-            cp = (cp << 6) | (*p++ & 0x3f);
+        size_t len = cfs_utf8_decode(p + i, n - i, &cp);
+        if (len == 0) {
+            cp = 0xfffd;
+            len = 1;
         }
         if (k == width)
             return -1;
@@ -182,7 +178,7 @@ static int utf8_to_utf32(const char *s, size_t width, unsigned char *out)
         out[4 * k + 1] = (cp >> 8) & 0xff;
         out[4 * k + 2] = (cp >> 16) & 0xff;
         out[4 * k + 3] = (cp >> 24) & 0xff;
-        k++;
+        i += len;
     }
     return 0;
 }

@@ -1,41 +1,10 @@
 #include "vlen.h"
 
+#include "utf8.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Length of the valid UTF-8 sequence starting at s (at most n bytes), or 0 if invalid. */
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
 
 static int append_utf8(cfs_buf *out, const char *str)
 {
@@ -47,7 +16,8 @@ static int append_utf8(cfs_buf *out, const char *str)
         return -1;
     size_t start = out->len;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq_len(s + i, n - i);
+        uint32_t cp;
+        size_t k = cfs_utf8_decode(s + i, n - i, &cp);
         if (k == 0) {
             if (cfs_buf_append(out, replacement, 3) < 0)
                 return -1;
