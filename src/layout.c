@@ -1,12 +1,219 @@
 #include "layout.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gene_major.h"
+#include "permute.h"
+#include "priority.h"
+
+typedef struct layout {
+    cfs_dataset *ds;
+    cfs_perm *perm;
+    cfs_engine_opts engine;
+    cfs_err *err;
+} layout;
+
+static int replace_rows(cfs_array **slot, cfs_perm *perm, bool both_axes, cfs_err *err)
+{
+    cfs_array *view = both_axes ? cfs_perm_rows_cols(*slot, perm) : cfs_perm_rows(*slot, perm);
+    if (!view)
+        return cfs_err_set(err, "out of memory");
+    cfs_array_unref(*slot);
+    *slot = view;
+    return 0;
+}
+
+/* Permutes the cell axis of a per-cell element (obs column, obsm entry, obs index). */
+static int permute_element(layout *L, cfs_elem *el)
+{
+    switch (el->kind) {
+    case CFS_EL_ARRAY:
+    case CFS_EL_CATEGORICAL:
+        return replace_rows(&el->values, L->perm, false, L->err);
+    case CFS_EL_NULLABLE_INT:
+    case CFS_EL_NULLABLE_BOOL:
+    case CFS_EL_NULLABLE_STRING:
+        if (replace_rows(&el->values, L->perm, false, L->err) < 0)
+            return -1;
+        return replace_rows(&el->aux, L->perm, false, L->err);
+    case CFS_EL_SPARSE:
+        return cfs_perm_sparse(el, L->perm, false, L->err);
+    case CFS_EL_DATAFRAME:
+        if (el->index && permute_element(L, el->index) < 0)
+            return -1;
+        for (size_t i = 0; i < el->nchildren; i++)
+            if (permute_element(L, el->children[i]) < 0)
+                return -1;
+        return 0;
+    default:
+        return cfs_err_set(L->err, "%s: a %s cannot be reordered by cell", el->name,
+                           cfs_elem_kind_name(el->kind));
+    }
+}
+
+static int permute_mapping(layout *L, const char *key)
+{
+    cfs_elem *m = cfs_elem_child(L->ds->root, key);
+    for (size_t i = 0; m && i < m->nchildren; i++)
+        if (permute_element(L, m->children[i]) < 0)
+            return cfs_err_prefix(L->err, "%s", key);
+    return 0;
+}
+
+static int permute_obsp(layout *L)
+{
+    cfs_elem *m = cfs_elem_child(L->ds->root, "obsp");
+    for (size_t i = 0; m && i < m->nchildren; i++) {
+        cfs_elem *el = m->children[i];
+        int rc = el->kind == CFS_EL_SPARSE ? cfs_perm_sparse(el, L->perm, true, L->err)
+               : el->kind == CFS_EL_ARRAY ? replace_rows(&el->values, L->perm, true, L->err)
+                                          : cfs_err_set(L->err, "not a matrix");
+        if (rc < 0)
+            return cfs_err_prefix(L->err, "obsp/%s", el->name);
+    }
+    return 0;
+}
+
+/* X, a layer or raw/X: gene-major, cells in stored order. */
+static int expression(layout *L, cfs_elem *el, const char *label)
+{
+    if (el->kind == CFS_EL_SPARSE)
+        return cfs_gene_major_sparse(el, L->perm, &L->engine, label, L->err);
+    if (el->kind == CFS_EL_ARRAY && el->values->ndim == 2)
+        return cfs_gene_major_dense(el, L->perm, &L->engine, label, L->err);
+    return cfs_err_set(L->err, "%s: not a matrix", label);
+}
+
+static int expressions(layout *L)
+{
+    cfs_elem *root = L->ds->root, *x = cfs_elem_child(root, "X");
+    if (x && expression(L, x, "X") < 0)
+        return -1;
+    cfs_elem *layers = cfs_elem_child(root, "layers");
+    for (size_t i = 0; layers && i < layers->nchildren; i++) {
+        char label[512];
+        snprintf(label, sizeof label, "layers/%s", layers->children[i]->name);
+        if (expression(L, layers->children[i], label) < 0)
+            return -1;
+    }
+    cfs_elem *raw = cfs_elem_child(root, "raw");
+    cfs_elem *raw_x = raw ? cfs_elem_child(raw, "X") : NULL;
+    return raw_x ? expression(L, raw_x, "raw/X") : 0;
+}
+
+static cfs_elem *memory_elem(cfs_elem_kind kind, const char *name, cfs_dtype t, int ndim,
+                             const uint64_t *shape, const void *values, size_t bytes)
+{
+    void *copy = malloc(bytes ? bytes : 1);
+    cfs_elem *el = copy ? cfs_elem_new(kind, name) : NULL;
+    if (el) {
+        memcpy(copy, values, bytes);
+        el->values = cfs_array_from_memory(t, ndim, shape, copy);
+    }
+    if (!el || !el->values) {
+        if (!el)
+            free(copy);
+        cfs_elem_free(el);
+        return NULL;
+    }
+    return el;
+}
+
+static int add_original_position(layout *L)
+{
+    cfs_elem *obs = cfs_elem_child(L->ds->root, "obs");
+    uint64_t n = L->perm->n;
+    cfs_elem_remove(obs, "cellucid_original_position");
+    cfs_elem *col = memory_elem(CFS_EL_ARRAY, "cellucid_original_position", CFS_INT64, 1, &n,
+                                L->perm->order, n * sizeof(uint64_t));
+    if (!col || cfs_elem_add(obs, col) < 0) {
+        cfs_elem_free(col);
+        return cfs_err_set(L->err, "out of memory");
+    }
+    return 0;
+}
+
+static cfs_elem *child_dict(cfs_elem *parent, const char *name)
+{
+    cfs_elem *el = cfs_elem_child(parent, name);
+    if (el && el->kind == CFS_EL_DICT)
+        return el;
+    if (el)
+        cfs_elem_remove(parent, name);
+    el = cfs_elem_new(CFS_EL_DICT, name);
+    if (el && cfs_elem_add(parent, el) < 0) {
+        cfs_elem_free(el);
+        return NULL;
+    }
+    return el;
+}
+
+static int add_scalar(cfs_elem *dict, const char *key, cfs_dtype t, const void *v)
+{
+    cfs_elem *el = memory_elem(CFS_EL_SCALAR, key, t, 0, NULL, v, cfs_dtype_size(t));
+    if (!el || cfs_elem_add(dict, el) < 0) {
+        cfs_elem_free(el);
+        return -1;
+    }
+    return 0;
+}
+
+/* uns/cellucid/priority = {seed, specVersion: 1, nObs, levels}. */
+static int add_priority_record(layout *L, uint64_t seed)
+{
+    cfs_elem *meta = child_dict(child_dict(L->ds->root, "uns"), "cellucid");
+    if (!meta)
+        return cfs_err_set(L->err, "out of memory");
+    cfs_elem_remove(meta, "priority");
+    cfs_elem *rec = cfs_elem_new(CFS_EL_DICT, "priority");
+    uint64_t levels[32];
+    uint64_t nlevels = cfs_priority_levels(L->perm->n, levels, 32);
+    int64_t spec = 1, n_obs = (int64_t)L->perm->n;
+    cfs_elem *lv = memory_elem(CFS_EL_ARRAY, "levels", CFS_INT64, 1, &nlevels, levels,
+                               nlevels * sizeof(uint64_t));
+    bool big_seed = seed > (uint64_t)INT64_MAX;
+    if (!rec || cfs_elem_add(meta, rec) < 0 || !lv || cfs_elem_add(rec, lv) < 0 ||
+        add_scalar(rec, "seed", big_seed ? CFS_UINT64 : CFS_INT64, &seed) < 0 ||
+        add_scalar(rec, "specVersion", CFS_INT64, &spec) < 0 ||
+        add_scalar(rec, "nObs", CFS_INT64, &n_obs) < 0)
+        return cfs_err_set(L->err, "out of memory");
+    return 0;
+}
+
+static int apply_priority(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *err)
+{
+    layout L = {ds, cfs_perm_new(ds->n_obs, opts->seed),
+                {opts->memory, opts->workdir, opts->progress, opts->progress_ctx}, err};
+    if (!L.perm)
+        return cfs_err_set(err, "out of memory ordering %llu cells",
+                           (unsigned long long)ds->n_obs);
+    cfs_elem *obs = cfs_elem_child(ds->root, "obs");
+    int rc = obs ? permute_element(&L, obs) : 0;
+    if (rc == 0)
+        rc = permute_mapping(&L, "obsm");
+    if (rc == 0)
+        rc = permute_obsp(&L);
+    if (rc == 0)
+        rc = expressions(&L);
+    if (rc == 0 && obs)
+        rc = add_original_position(&L);
+    if (rc == 0)
+        rc = add_priority_record(&L, opts->seed);
+    cfs_perm_unref(L.perm);
+    return rc;
+}
+
 int cfs_layout_apply(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *err)
 {
     switch (opts->order) {
     case CFS_ORDER_ORIGINAL:
-        /* Source order and source encodings are served as they are. */
-        (void)ds;
         return 0;
+    case CFS_ORDER_PRIORITY:
+        if (!opts->workdir)
+            return cfs_err_set(err, "the layout needs a work folder");
+        return apply_priority(ds, opts, err);
     }
     return cfs_err_set(err, "unknown cell order");
 }

@@ -1,21 +1,31 @@
 /*
  * The layout step: the seam between the dataset model and the renderer (DESIGN §4, §7).
- * It turns a dataset as its reader presents it into the dataset the store serves. With
- * order=original (the only order before the layout engine lands) cells keep their source
- * order and every element keeps its source encoding.
+ * order=priority (the default) stores cells in priority order v1 on every per-cell axis, adds
+ * obs/cellucid_original_position and uns/cellucid/priority, and makes X, layers and raw/X
+ * gene-major. order=original serves the source as it is.
  */
 #ifndef CFS_LAYOUT_H
 #define CFS_LAYOUT_H
 
+#include <stdint.h>
+
 #include "model.h"
 
 typedef enum cfs_cell_order {
+    CFS_ORDER_PRIORITY,
     CFS_ORDER_ORIGINAL
 } cfs_cell_order;
 
 typedef struct cfs_layout_opts {
     cfs_cell_order order;
+    uint64_t seed;
+    uint64_t memory;            /* the engine's memory budget in bytes */
+    const char *workdir;        /* spill files; must be set for order=priority */
+    void (*progress)(void *ctx, const char *element, double fraction);
+    void *progress_ctx;
 } cfs_layout_opts;
+
+#define CFS_LAYOUT_DEFAULT_MEMORY (UINT64_C(512) << 20)
 
 /* Rewrites ds in place into its served layout; -1 with a reason in err. */
 int cfs_layout_apply(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *err);

@@ -48,6 +48,9 @@ struct cfs_array {
     const cfs_array_ops *ops;
     void *ctx;
     int refs;                       /* shared between an original and a layout view */
+    /* Preferred block shape for storage (0 = no preference): the layout step asks for
+     * gene-major blocks of a dense matrix this way. */
+    uint64_t chunk_hint[CFS_MAX_DIMS];
 };
 
 typedef enum cfs_elem_kind {

@@ -1,12 +1,61 @@
 #include "options.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 void cfs_options_init(cfs_options *o)
 {
+    memset(o, 0, sizeof *o);
     o->codec = CFS_CODEC_BLOSC_LZ4;
-    o->layout.order = CFS_ORDER_ORIGINAL;
+    o->layout.order = CFS_ORDER_PRIORITY;
+    o->layout.memory = CFS_LAYOUT_DEFAULT_MEMORY;
+}
+
+/* Decimal digits only: strtoull alone would take "-1" as 2^64-1 and " 7" as 7. */
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!*s || strlen(s) > 20)
+        return -1;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9')
+            return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, NULL, 10);
+    if (errno)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int set_seed(cfs_options *o, const char *value, cfs_err *err)
+{
+    if (parse_u64(value, &o->layout.seed) < 0)
+        return cfs_err_set(err, "priority_seed=%s: not an integer from 0 to 2^64-1", value);
+    return 0;
+}
+
+/* SIZE: a number of bytes with an optional K, M or G suffix (powers of 1024). */
+static int set_memory(cfs_options *o, const char *value, cfs_err *err)
+{
+    char digits[32];
+    size_t n = strlen(value);
+    uint64_t unit = 1, v;
+    if (n > 0 && n < sizeof digits) {
+        memcpy(digits, value, n + 1);
+        char last = digits[n - 1];
+        if (last == 'K' || last == 'k' || last == 'M' || last == 'm' || last == 'G' || last == 'g') {
+            unit = last == 'K' || last == 'k' ? 1u << 10 : last == 'M' || last == 'm' ? 1u << 20
+                                                                                      : 1u << 30;
+            digits[n - 1] = '\0';
+        }
+        if (parse_u64(digits, &v) == 0 && v <= UINT64_MAX / unit && v * unit >= (4u << 20)) {
+            o->layout.memory = v * unit;
+            return 0;
+        }
+    }
+    return cfs_err_set(err, "memory=%s: not a size of at least 4M (e.g. 256M, 2G)", value);
 }
 
 static int set_compressor(cfs_options *o, const char *value, cfs_err *err)
@@ -23,7 +72,11 @@ static int set_order(cfs_options *o, const char *value, cfs_err *err)
         o->layout.order = CFS_ORDER_ORIGINAL;
         return 0;
     }
-    return cfs_err_set(err, "order=%s: unknown; use order=original", value);
+    if (strcmp(value, "priority") == 0) {
+        o->layout.order = CFS_ORDER_PRIORITY;
+        return 0;
+    }
+    return cfs_err_set(err, "order=%s: unknown; use order=priority or order=original", value);
 }
 
 static const struct {
@@ -32,6 +85,8 @@ static const struct {
 } option_table[] = {
     {"compressor", set_compressor},
     {"order", set_order},
+    {"priority_seed", set_seed},
+    {"memory", set_memory},
 };
 
 static int parse_one(cfs_options *o, char *item, cfs_err *err)

@@ -145,7 +145,10 @@ static int add_array(builder *b, const char *path, cfs_array *arr, json_t *zattr
             filters = json_pack("[{s:s}]", "id", "vlen-utf8");
     }
     size_t chunk_elem = arr->dtype == CFS_STRING ? CFS_STRING_BYTES_ESTIMATE : n->elem_size;
-    cfs_chunk_shape(n->ndim, n->shape, chunk_elem, n->chunks);
+    if (n->ndim > 0 && arr->chunk_hint[0])
+        memcpy(n->chunks, arr->chunk_hint, sizeof n->chunks);
+    else
+        cfs_chunk_shape(n->ndim, n->shape, chunk_elem, n->chunks);
     n->nchunks = cfs_chunk_grid(n->ndim, n->shape, n->chunks, n->grid);
     /* Scalars are stored raw, as zarr-python stores anndata's 0-d arrays. */
     json_t *compressor = n->ndim == 0 ? json_null() : cfs_codec_config(n->codec);

@@ -1,0 +1,596 @@
+#include "gene_major.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "job.h"
+#include "spill.h"
+
+enum { MAX_BUCKETS = 256 };
+#define DENSE_BLOCK_MAX (16u << 20)
+#define DENSE_BLOCK_TARGET (8u << 20)
+#define DENSE_GENES_MAX 64u
+
+/* ---- sparse: csr/csc source -> csc over genes, rows in stored order ----------------------- */
+
+typedef struct sparse_engine {
+    cfs_job job;
+    cfs_array *data, *indices, *indptr;     /* the source */
+    bool src_csr;
+    uint64_t n_obs, n_vars, nnz;
+    cfs_perm *perm;
+    cfs_engine_opts opts;
+    char *workdir, *label;
+    cfs_dtype out_index;                    /* int32 or int64 */
+    /* results */
+    int64_t *out_indptr;                    /* n_vars + 1 */
+    int data_fd, index_fd;                  /* nnz values / nnz row indices */
+} sparse_engine;
+
+/* One spilled nonzero: stored row, gene (relative to its bucket), then the value bytes. */
+typedef struct rec_layout {
+    size_t vsize, size;
+} rec_layout;
+
+static void report(const sparse_engine *e, double f)
+{
+    if (e->opts.progress)
+        e->opts.progress(e->opts.progress_ctx, e->label, f);
+}
+
+typedef struct buckets {
+    cfs_spill *spill;
+    size_t n;
+    uint64_t width;         /* genes per bucket */
+    uint64_t *counts;       /* nnz per gene */
+} buckets;
+
+static int read_int_array(const cfs_array *a, uint64_t start, uint64_t count, int64_t *out,
+                          cfs_err *err)
+{
+    size_t esize = cfs_dtype_size(a->dtype);
+    void *raw = malloc((count ? count : 1) * esize);
+    if (!raw)
+        return cfs_err_set(err, "out of memory");
+    uint64_t s[1] = {start}, c[1] = {count};
+    int rc = cfs_array_read(a, s, c, raw, err);
+    for (uint64_t i = 0; rc == 0 && i < count; i++)
+        out[i] = cfs_int_get(a->dtype, raw, i);
+    free(raw);
+    return rc;
+}
+
+/* Pass over the source, in storage order, spilling each nonzero to its gene bucket. */
+static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_err *err)
+{
+    uint64_t major_n = e->src_csr ? e->n_obs : e->n_vars;
+    int64_t *ptr = malloc((major_n + 1) * sizeof *ptr);
+    if (!ptr || read_int_array(e->indptr, 0, major_n + 1, ptr, err) < 0) {
+        free(ptr);
+        return ptr ? -1 : cfs_err_set(err, "out of memory");
+    }
+    size_t isize = cfs_dtype_size(e->indices->dtype);
+    uint64_t block = e->opts.memory / 8 / (isize + rl->vsize + 8);
+    if (block < 4096)
+        block = 4096;
+    void *ibuf = malloc(block * isize), *vbuf = malloc(block * rl->vsize);
+    unsigned char *rec = malloc(rl->size);
+    int rc = ibuf && vbuf && rec ? 0 : cfs_err_set(err, "out of memory");
+    uint64_t major = 0;
+    for (uint64_t k0 = 0; rc == 0 && k0 < e->nnz; k0 += block) {
+        uint64_t n = e->nnz - k0 < block ? e->nnz - k0 : block;
+        uint64_t s[1] = {k0}, c[1] = {n};
+        if (cfs_array_read(e->indices, s, c, ibuf, err) < 0 ||
+            cfs_array_read(e->data, s, c, vbuf, err) < 0) {
+            rc = -1;
+            break;
+        }
+        for (uint64_t k = 0; k < n && rc == 0; k++) {
+            while (major < major_n && (uint64_t)ptr[major + 1] <= k0 + k)
+                major++;
+            int64_t minor = cfs_int_get(e->indices->dtype, ibuf, k);
+            uint64_t cell = e->src_csr ? major : (uint64_t)minor;
+            uint64_t gene = e->src_csr ? (uint64_t)minor : major;
+            if (minor < 0 || cell >= e->n_obs || gene >= e->n_vars) {
+                rc = cfs_err_set(err, "entry %llu has an index out of range",
+                                 (unsigned long long)(k0 + k));
+                break;
+            }
+            uint32_t j = (uint32_t)e->perm->pos[cell], g = (uint32_t)(gene % b->width);
+            memcpy(rec, &j, 4);
+            memcpy(rec + 4, &g, 4);
+            memcpy(rec + 8, (char *)vbuf + k * rl->vsize, rl->vsize);
+            b->counts[gene]++;
+            rc = cfs_spill_append(&b->spill[gene / b->width], rec, rl->size, err);
+        }
+        report(e, (double)(k0 + n) / (double)(e->nnz ? e->nnz : 1) * 0.7);
+    }
+    for (size_t i = 0; rc == 0 && i < b->n; i++)
+        rc = cfs_spill_flush(&b->spill[i], err);
+    free(ptr);
+    free(ibuf);
+    free(vbuf);
+    free(rec);
+    return rc;
+}
+
+/* Sorts n records by stored row (LSD radix, stable) then by gene (counting, stable): each
+ * gene's nonzeros end up contiguous with rows ascending. */
+static void sort_bucket(unsigned char *a, unsigned char *tmp, uint64_t n, size_t rs,
+                        const uint64_t *gene_counts, uint64_t ngenes, uint64_t *gene_start)
+{
+    size_t count[1 << 16];
+    for (int shift = 0; shift < 32; shift += 16) {
+        memset(count, 0, sizeof count);
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t j;
+            memcpy(&j, a + i * rs, 4);
+            count[(j >> shift) & 0xffff]++;
+        }
+        size_t sum = 0;
+        for (size_t d = 0; d < (1 << 16); d++) {
+            size_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t j;
+            memcpy(&j, a + i * rs, 4);
+            memcpy(tmp + count[(j >> shift) & 0xffff]++ * rs, a + i * rs, rs);
+        }
+        memcpy(a, tmp, n * rs);
+    }
+    uint64_t sum = 0;
+    for (uint64_t g = 0; g < ngenes; g++) {
+        gene_start[g] = sum;
+        sum += gene_counts[g];
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t g;
+        memcpy(&g, a + i * rs + 4, 4);
+        memcpy(tmp + gene_start[g]++ * rs, a + i * rs, rs);
+    }
+    memcpy(a, tmp, n * rs);
+}
+
+/* Writes sorted records of genes [g0, g0+ngenes) to the result files at their final place. */
+static int write_sorted(sparse_engine *e, const unsigned char *a, uint64_t n, size_t rs,
+                        uint64_t first, cfs_err *err)
+{
+    size_t isize = cfs_dtype_size(e->out_index), vsize = rs - 8;
+    unsigned char *ind = malloc((n ? n : 1) * isize), *val = malloc((n ? n : 1) * vsize);
+    int rc = ind && val ? 0 : cfs_err_set(err, "out of memory");
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        uint32_t j;
+        memcpy(&j, a + i * rs, 4);
+        cfs_int_set(e->out_index, ind, i, (int64_t)j);
+        memcpy(val + i * vsize, a + i * rs + 8, vsize);
+    }
+    if (rc == 0)
+        rc = cfs_pwrite_full(e->index_fd, ind, n * isize, first * isize, err);
+    if (rc == 0)
+        rc = cfs_pwrite_full(e->data_fd, val, n * vsize, first * vsize, err);
+    free(ind);
+    free(val);
+    return rc;
+}
+
+/*
+ * Processes genes [g0, g1) of bucket b: reads the bucket's spill file, keeps those genes'
+ * records (all of them when the range is the whole bucket), sorts and writes them.
+ */
+static int emit_range(sparse_engine *e, const buckets *bk, size_t b, uint64_t g0, uint64_t g1,
+                      size_t rs, cfs_err *err)
+{
+    uint64_t base = b * bk->width, n = 0;
+    for (uint64_t g = g0; g < g1; g++)
+        n += bk->counts[g];
+    unsigned char *a = malloc((n ? n : 1) * rs), *tmp = malloc((n ? n : 1) * rs);
+    uint64_t *start = malloc((g1 - g0 + 1) * sizeof *start);
+    size_t chunk = (size_t)(e->opts.memory / 4 / rs);
+    if (chunk < 4096)
+        chunk = 4096;
+    if (chunk > (1u << 20))
+        chunk = 1u << 20;
+    unsigned char *io = malloc(chunk * rs);
+    int rc = a && tmp && start && io ? 0 : cfs_err_set(err, "out of memory sorting a bucket");
+    uint64_t have = 0, total = bk->spill[b].size / rs;
+    for (uint64_t r0 = 0; rc == 0 && r0 < total; r0 += chunk) {
+        uint64_t m = total - r0 < chunk ? total - r0 : chunk;
+        rc = cfs_pread_full(bk->spill[b].fd, io, m * rs, r0 * rs, err);
+        for (uint64_t i = 0; rc == 0 && i < m; i++) {
+            uint32_t g;
+            memcpy(&g, io + i * rs + 4, 4);
+            if (base + g < g0 || base + g >= g1)
+                continue;
+            /* Re-base the gene so sort_bucket's counting pass indexes from 0. */
+            uint32_t local = (uint32_t)(base + g - g0);
+            memcpy(a + have * rs, io + i * rs, rs);
+            memcpy(a + have * rs + 4, &local, 4);
+            have++;
+        }
+    }
+    if (rc == 0) {
+        sort_bucket(a, tmp, have, rs, bk->counts + g0, g1 - g0, start);
+        rc = write_sorted(e, a, have, rs, (uint64_t)e->out_indptr[g0], err);
+    }
+    free(a);
+    free(tmp);
+    free(start);
+    free(io);
+    return rc;
+}
+
+/* Emits bucket b in gene sub-ranges that each fit the memory budget. */
+static int emit_bucket(sparse_engine *e, const buckets *bk, size_t b, size_t rs, cfs_err *err)
+{
+    uint64_t g0 = b * bk->width, end = g0 + bk->width < e->n_vars ? g0 + bk->width : e->n_vars;
+    uint64_t fit = e->opts.memory / (2 * rs + 8);
+    while (g0 < end) {
+        uint64_t g1 = g0, n = 0;
+        /* At least one gene, even past the budget: a gene's rows cannot be split. */
+        while (g1 < end && (g1 == g0 || n + bk->counts[g1] <= fit))
+            n += bk->counts[g1++];
+        if (emit_range(e, bk, b, g0, g1, rs, err) < 0)
+            return -1;
+        g0 = g1;
+    }
+    return 0;
+}
+
+static int result_file(const char *workdir, int *fd, cfs_err *err)
+{
+    cfs_spill s;
+    if (cfs_spill_open(&s, workdir, 1, err) < 0)
+        return -1;
+    *fd = s.fd;
+    s.fd = -1;
+    cfs_spill_close(&s);
+    return 0;
+}
+
+static int sparse_run(cfs_job *job, cfs_err *err)
+{
+    sparse_engine *e = (sparse_engine *)job;
+    rec_layout rl = {cfs_dtype_size(e->data->dtype), 8 + cfs_dtype_size(e->data->dtype)};
+    uint64_t want = e->nnz * (2 * rl.size) / (e->opts.memory ? e->opts.memory : 1) + 1;
+    buckets b = {0};
+    b.n = want > MAX_BUCKETS ? MAX_BUCKETS : (size_t)want;
+    if (b.n > e->n_vars)
+        b.n = e->n_vars ? (size_t)e->n_vars : 1;
+    b.width = (e->n_vars + b.n - 1) / b.n;
+    if (b.width == 0)
+        b.width = 1;
+    b.spill = calloc(b.n, sizeof *b.spill);
+    b.counts = calloc(e->n_vars + 1, sizeof *b.counts);
+    e->out_indptr = malloc((e->n_vars + 1) * sizeof *e->out_indptr);
+    if (!b.spill || !b.counts || !e->out_indptr) {
+        free(b.spill);
+        free(b.counts);
+        return cfs_err_set(err, "out of memory");
+    }
+    size_t buffer = (size_t)(e->opts.memory / 8 / b.n);
+    if (buffer > (1u << 20))
+        buffer = 1u << 20;
+    int rc = 0;
+    size_t opened = 0;
+    for (; rc == 0 && opened < b.n; opened++)
+        rc = cfs_spill_open(&b.spill[opened], e->workdir, buffer, err);
+    if (rc == 0)
+        rc = result_file(e->workdir, &e->index_fd, err);
+    if (rc == 0)
+        rc = result_file(e->workdir, &e->data_fd, err);
+    if (rc == 0)
+        rc = spill_source(e, &b, &rl, err);
+    if (rc == 0) {
+        int64_t sum = 0;
+        for (uint64_t g = 0; g < e->n_vars; g++) {
+            e->out_indptr[g] = sum;
+            sum += (int64_t)b.counts[g];
+        }
+        e->out_indptr[e->n_vars] = sum;
+    }
+    for (size_t i = 0; rc == 0 && i < b.n; i++) {
+        /* The spill buffers are no longer needed: give their memory to the sort. */
+        free(b.spill[i].buf);
+        b.spill[i].buf = NULL;
+        rc = emit_bucket(e, &b, i, rl.size, err);
+        report(e, 0.7 + 0.3 * (double)(i + 1) / (double)b.n);
+    }
+    for (size_t i = 0; i < opened; i++)
+        cfs_spill_close(&b.spill[i]);
+    free(b.spill);
+    free(b.counts);
+    return rc;
+}
+
+static void sparse_destroy(cfs_job *job)
+{
+    sparse_engine *e = (sparse_engine *)job;
+    cfs_array_unref(e->data);
+    cfs_array_unref(e->indices);
+    cfs_array_unref(e->indptr);
+    cfs_perm_unref(e->perm);
+    free(e->out_indptr);
+    if (e->data_fd >= 0)
+        close(e->data_fd);
+    if (e->index_fd >= 0)
+        close(e->index_fd);
+    free(e->workdir);
+    free(e->label);
+    free(e);
+}
+
+typedef struct sparse_result {
+    sparse_engine *engine;
+    int which;              /* 0 data, 1 indices, 2 indptr */
+} sparse_result;
+
+static int result_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                       void *out, cfs_err *err)
+{
+    sparse_result *r = arr->ctx;
+    sparse_engine *e = r->engine;
+    if (cfs_job_ensure(&e->job, err) < 0)
+        return -1;
+    size_t esize = cfs_dtype_size(arr->dtype);
+    if (r->which == 2) {
+        memcpy(out, e->out_indptr + start[0], count[0] * sizeof(int64_t));
+        return 0;
+    }
+    return cfs_pread_full(r->which == 0 ? e->data_fd : e->index_fd, out, count[0] * esize,
+                          start[0] * esize, err);
+}
+
+static void result_free(void *ctx)
+{
+    sparse_result *r = ctx;
+    cfs_job_unref(&r->engine->job);
+    free(r);
+}
+
+static const cfs_array_ops result_ops = {result_read, result_free};
+
+static cfs_array *result_array(sparse_engine *e, int which, cfs_dtype dtype, uint64_t len)
+{
+    sparse_result *r = malloc(sizeof *r);
+    if (!r)
+        return NULL;
+    r->engine = e;
+    r->which = which;
+    cfs_job_ref(&e->job);
+    cfs_array *a = cfs_array_new(dtype, 1, &len, &result_ops, r);
+    if (!a)
+        result_free(r);
+    return a;
+}
+
+int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
+                          const char *label, cfs_err *err)
+{
+    if (el->sparse_shape[0] > UINT32_MAX)
+        return cfs_err_set(err, "%s: more than 2^32 cells", label);
+    sparse_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return cfs_err_set(err, "out of memory");
+    cfs_job_init(&e->job, sparse_run, sparse_destroy);
+    e->data = cfs_array_ref(el->values);
+    e->indices = cfs_array_ref(el->aux);
+    e->indptr = cfs_array_ref(el->indptr);
+    e->src_csr = el->csr;
+    e->n_obs = el->sparse_shape[0];
+    e->n_vars = el->sparse_shape[1];
+    e->nnz = el->values->shape[0];
+    e->perm = cfs_perm_ref(perm);
+    e->opts = *o;
+    e->workdir = strdup(o->workdir);
+    e->label = strdup(label);
+    e->data_fd = e->index_fd = -1;
+    e->out_index = e->n_obs < (UINT64_C(1) << 31) ? CFS_INT32 : CFS_INT64;
+    cfs_array *d = result_array(e, 0, el->values->dtype, e->nnz);
+    cfs_array *i = result_array(e, 1, e->out_index, e->nnz);
+    cfs_array *p = result_array(e, 2, CFS_INT64, e->n_vars + 1);
+    cfs_job_unref(&e->job);
+    if (!d || !i || !p || !e->workdir || !e->label) {
+        cfs_array_unref(d);
+        cfs_array_unref(i);
+        cfs_array_unref(p);
+        return cfs_err_set(err, "out of memory");
+    }
+    cfs_array_unref(el->values);
+    cfs_array_unref(el->aux);
+    cfs_array_unref(el->indptr);
+    el->values = d;
+    el->aux = i;
+    el->indptr = p;
+    el->csr = false;
+    return 0;
+}
+
+/* ---- dense: rows permuted, stored gene-group-major ----------------------------------------- */
+
+void cfs_dense_block_shape(uint64_t n_obs, uint64_t n_vars, size_t esize, uint64_t *rows,
+                           uint64_t *genes)
+{
+    uint64_t col = (n_obs ? n_obs : 1) * esize;
+    uint64_t g = col >= DENSE_BLOCK_TARGET ? 1 : DENSE_BLOCK_TARGET / col;
+    if (g > DENSE_GENES_MAX)
+        g = DENSE_GENES_MAX;
+    if (g > n_vars)
+        g = n_vars ? n_vars : 1;
+    uint64_t r = n_obs ? n_obs : 1;
+    if (r * g * esize > DENSE_BLOCK_MAX)
+        r = DENSE_BLOCK_MAX / (g * esize);
+    *rows = r ? r : 1;
+    *genes = g;
+}
+
+/*
+ * The result file Q holds, for each group of G genes, every stored row's G values: a block of
+ * (rows x G) is one contiguous range, so a chunk is one pread.
+ */
+typedef struct dense_engine {
+    cfs_job job;
+    cfs_array *src;
+    cfs_perm *perm;
+    cfs_engine_opts opts;
+    char *workdir, *label;
+    uint64_t n_obs, n_vars, group;
+    size_t esize;
+    int fd;
+} dense_engine;
+
+static uint64_t group_width(const dense_engine *e, uint64_t gg)
+{
+    uint64_t g0 = gg * e->group;
+    return e->n_vars - g0 < e->group ? e->n_vars - g0 : e->group;
+}
+
+static uint64_t group_offset(const dense_engine *e, uint64_t gg)
+{
+    return gg * e->group * e->n_obs * e->esize;
+}
+
+/* Writes rows [r0, r0+n) of the stored matrix (C order in buf) into Q, group by group. */
+static int scatter_rows(dense_engine *e, const unsigned char *buf, uint64_t r0, uint64_t n,
+                        unsigned char *tmp, cfs_err *err)
+{
+    uint64_t ngroups = (e->n_vars + e->group - 1) / e->group;
+    size_t row = e->n_vars * e->esize;
+    for (uint64_t gg = 0; gg < ngroups; gg++) {
+        uint64_t w = group_width(e, gg);
+        size_t wb = w * e->esize;
+        for (uint64_t r = 0; r < n; r++)
+            memcpy(tmp + r * wb, buf + r * row + gg * e->group * e->esize, wb);
+        if (cfs_pwrite_full(e->fd, tmp, n * wb, group_offset(e, gg) + r0 * wb, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int read_rows(const dense_engine *e, uint64_t r0, uint64_t n, void *buf, cfs_err *err)
+{
+    uint64_t start[2] = {r0, 0}, count[2] = {n, e->n_vars};
+    return cfs_array_read(e->src, start, count, buf, err);
+}
+
+/* Pass 1 puts source rows at their stored place in a row-major file; pass 2 regroups it. */
+static int dense_run(cfs_job *job, cfs_err *err)
+{
+    dense_engine *e = (dense_engine *)job;
+    size_t row = e->n_vars * e->esize;
+    uint64_t block = e->opts.memory / 4 / (row ? row : 1);
+    if (block == 0)
+        block = 1;
+    if (block > e->n_obs)
+        block = e->n_obs ? e->n_obs : 1;
+    if (e->n_obs == 0 || row == 0)
+        return 0;
+    unsigned char *buf = malloc(block * row), *tmp = malloc(block * row);
+    cfs_spill rows = {.fd = -1};
+    int rc = buf && tmp ? 0 : cfs_err_set(err, "out of memory");
+    if (rc == 0)
+        rc = result_file(e->workdir, &e->fd, err);
+    if (rc == 0)
+        rc = cfs_spill_open(&rows, e->workdir, 1, err);
+    for (uint64_t r0 = 0; rc == 0 && r0 < e->n_obs; r0 += block) {
+        uint64_t n = e->n_obs - r0 < block ? e->n_obs - r0 : block;
+        rc = read_rows(e, r0, n, buf, err);
+        for (uint64_t r = 0; rc == 0 && r < n; r++)
+            rc = cfs_pwrite_full(rows.fd, buf + r * row, row, e->perm->pos[r0 + r] * row, err);
+        if (e->opts.progress)
+            e->opts.progress(e->opts.progress_ctx, e->label,
+                             0.7 * (double)(r0 + n) / (double)e->n_obs);
+    }
+    for (uint64_t r0 = 0; rc == 0 && r0 < e->n_obs; r0 += block) {
+        uint64_t n = e->n_obs - r0 < block ? e->n_obs - r0 : block;
+        rc = cfs_pread_full(rows.fd, buf, n * row, r0 * row, err);
+        if (rc == 0)
+            rc = scatter_rows(e, buf, r0, n, tmp, err);
+    }
+    cfs_spill_close(&rows);
+    free(buf);
+    free(tmp);
+    return rc;
+}
+
+static void dense_destroy(cfs_job *job)
+{
+    dense_engine *e = (dense_engine *)job;
+    cfs_array_unref(e->src);
+    cfs_perm_unref(e->perm);
+    if (e->fd >= 0)
+        close(e->fd);
+    free(e->workdir);
+    free(e->label);
+    free(e);
+}
+
+static int dense_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                      void *out, cfs_err *err)
+{
+    dense_engine *e = arr->ctx;
+    if (cfs_job_ensure(&e->job, err) < 0)
+        return -1;
+    uint64_t g_end = start[1] + count[1];
+    unsigned char *dst = out;
+    for (uint64_t gg = start[1] / e->group; gg * e->group < g_end; gg++) {
+        uint64_t w = group_width(e, gg), g0 = gg * e->group;
+        uint64_t lo = start[1] > g0 ? start[1] - g0 : 0;
+        uint64_t hi = g_end - g0 < w ? g_end - g0 : w;
+        size_t wb = w * e->esize;
+        unsigned char *blk = malloc((count[0] ? count[0] : 1) * wb);
+        if (!blk)
+            return cfs_err_set(err, "out of memory");
+        if (cfs_pread_full(e->fd, blk, count[0] * wb, group_offset(e, gg) + start[0] * wb,
+                           err) < 0) {
+            free(blk);
+            return -1;
+        }
+        uint64_t out_col = g0 + lo - start[1];
+        for (uint64_t r = 0; r < count[0]; r++)
+            memcpy(dst + (r * count[1] + out_col) * e->esize, blk + r * wb + lo * e->esize,
+                   (hi - lo) * e->esize);
+        free(blk);
+    }
+    return 0;
+}
+
+static void dense_free_ctx(void *ctx)
+{
+    cfs_job_unref(&((dense_engine *)ctx)->job);
+}
+
+static const cfs_array_ops dense_ops = {dense_read, dense_free_ctx};
+
+int cfs_gene_major_dense(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
+                         const char *label, cfs_err *err)
+{
+    cfs_array *src = el->values;
+    dense_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return cfs_err_set(err, "out of memory");
+    cfs_job_init(&e->job, dense_run, dense_destroy);
+    e->src = cfs_array_ref(src);
+    e->perm = cfs_perm_ref(perm);
+    e->opts = *o;
+    e->workdir = strdup(o->workdir);
+    e->label = strdup(label);
+    e->n_obs = src->shape[0];
+    e->n_vars = src->shape[1];
+    e->esize = cfs_dtype_size(src->dtype);
+    e->fd = -1;
+    uint64_t rows;
+    cfs_dense_block_shape(e->n_obs, e->n_vars, e->esize, &rows, &e->group);
+    cfs_array *view = cfs_array_new(src->dtype, 2, src->shape, &dense_ops, e);
+    if (!view || !e->workdir || !e->label) {
+        cfs_job_unref(&e->job);
+        return cfs_err_set(err, "out of memory");
+    }
+    view->chunk_hint[0] = rows;
+    view->chunk_hint[1] = e->group;
+    cfs_array_unref(el->values);
+    el->values = view;
+    return 0;
+}

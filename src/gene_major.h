@@ -1,0 +1,35 @@
+/*
+ * The layout engine for expression matrices (DESIGN §7): X, layers and raw/X become gene-major
+ * with cells in priority order, produced by one sequential pass over the source under a memory
+ * budget, with spill files in a work folder. The pass runs on the first read of the result.
+ */
+#ifndef CFS_GENE_MAJOR_H
+#define CFS_GENE_MAJOR_H
+
+#include <stdint.h>
+
+#include "model.h"
+#include "permute.h"
+
+typedef struct cfs_engine_opts {
+    uint64_t memory;            /* bytes the engine may hold */
+    const char *workdir;        /* where spill and result files go (unlinked at creation) */
+    /* Progress of a long job: fraction 0..1 of the source read; may be NULL. */
+    void (*progress)(void *ctx, const char *element, double fraction);
+    void *progress_ctx;
+} cfs_engine_opts;
+
+/* Rewrites a sparse (csr or csc) cells x genes element in place into csc_matrix with rows in
+ * stored order: int64 indptr over genes, int32 (or int64) row indices ascending per gene. */
+int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
+                          const char *label, cfs_err *err);
+/* Rewrites a dense 2-d cells x genes array in place: rows in stored order, stored in blocks of
+ * many cells x few genes (each <= 16 MiB decoded). */
+int cfs_gene_major_dense(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
+                         const char *label, cfs_err *err);
+
+/* Genes per block and cells per block the dense layout uses for n_obs cells. */
+void cfs_dense_block_shape(uint64_t n_obs, uint64_t n_vars, size_t esize, uint64_t *rows,
+                           uint64_t *genes);
+
+#endif

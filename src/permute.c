@@ -1,0 +1,403 @@
+#include "permute.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+#include "priority.h"
+
+cfs_perm *cfs_perm_new(uint64_t n, uint64_t seed)
+{
+    cfs_perm *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->n = n;
+    p->refs = 1;
+    p->order = cfs_priority_order(n, seed);
+    p->pos = malloc((n ? n : 1) * sizeof *p->pos);
+    if (!p->order || !p->pos) {
+        free(p->order);
+        free(p->pos);
+        free(p);
+        return NULL;
+    }
+    for (uint64_t j = 0; j < n; j++)
+        p->pos[p->order[j]] = j;
+    return p;
+}
+
+cfs_perm *cfs_perm_ref(cfs_perm *p)
+{
+    __atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+void cfs_perm_unref(cfs_perm *p)
+{
+    if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        return;
+    free(p->order);
+    free(p->pos);
+    free(p);
+}
+
+int64_t cfs_int_get(cfs_dtype t, const void *base, uint64_t i)
+{
+    const unsigned char *p = (const unsigned char *)base + i * cfs_dtype_size(t);
+    switch (t) {
+    case CFS_INT8: return *(const int8_t *)p;
+    case CFS_UINT8: case CFS_BOOL: return *p;
+    case CFS_INT16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case CFS_UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case CFS_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case CFS_UINT32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    case CFS_INT64: { int64_t v; memcpy(&v, p, 8); return v; }
+    case CFS_UINT64: { uint64_t v; memcpy(&v, p, 8); return (int64_t)v; }
+    default: return 0;
+    }
+}
+
+void cfs_int_set(cfs_dtype t, void *base, uint64_t i, int64_t v)
+{
+    unsigned char *p = (unsigned char *)base + i * cfs_dtype_size(t);
+    switch (t) {
+    case CFS_INT8: case CFS_UINT8: case CFS_BOOL: *p = (unsigned char)v; break;
+    case CFS_INT16: case CFS_UINT16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
+    case CFS_INT32: case CFS_UINT32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+    case CFS_INT64: case CFS_UINT64: memcpy(p, &v, 8); break;
+    default: break;
+    }
+}
+
+/* ---- row-permuted views ------------------------------------------------------------------ */
+
+typedef struct rows_view {
+    cfs_job job;
+    cfs_array *src;
+    cfs_perm *perm;
+    void *whole;            /* the source in original order, C order */
+    uint64_t nelems;
+    bool cols_too;          /* a cells x cells matrix: columns are permuted as well */
+} rows_view;
+
+static int rows_load(cfs_job *job, cfs_err *err)
+{
+    rows_view *v = (rows_view *)job;
+    const cfs_array *src = v->src;
+    size_t esize = cfs_array_elem_size(src);
+    v->nelems = cfs_array_nelems(src);
+    if (v->nelems > SIZE_MAX / (esize ? esize : 1))
+        return cfs_err_set(err, "array too large to permute");
+    v->whole = calloc(v->nelems ? v->nelems : 1, esize);
+    if (!v->whole)
+        return cfs_err_set(err, "out of memory reading a per-cell array whole");
+    uint64_t start[CFS_MAX_DIMS] = {0};
+    if (cfs_array_read(src, start, src->shape, v->whole, err) < 0) {
+        free(v->whole);
+        v->whole = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void rows_destroy(cfs_job *job)
+{
+    rows_view *v = (rows_view *)job;
+    if (v->whole && v->src->dtype == CFS_STRING)
+        cfs_strings_free(v->whole, (size_t)v->nelems);
+    free(v->whole);
+    cfs_array_unref(v->src);
+    cfs_perm_unref(v->perm);
+    free(v);
+}
+
+/* Copies the hyperslab of one row (dims 1..) of a C-order array into out; returns bytes. */
+static size_t copy_row_slab(const cfs_array *a, const unsigned char *row, const uint64_t *start,
+                            const uint64_t *count, unsigned char *out)
+{
+    size_t esize = cfs_array_elem_size(a);
+    int nd = a->ndim;
+    uint64_t inner = 1;
+    for (int d = 1; d < nd; d++)
+        inner *= count[d];
+    if (nd == 1) {
+        memcpy(out, row, esize);
+        return esize;
+    }
+    uint64_t idx[CFS_MAX_DIMS] = {0};
+    uint64_t run = count[nd - 1];
+    unsigned char *dst = out;
+    for (uint64_t done = 0; done < inner; done += run) {
+        uint64_t off = 0;
+        for (int d = 1; d < nd; d++)
+            off = off * a->shape[d] + start[d] + idx[d];
+        memcpy(dst, row + off * esize, run * esize);
+        dst += run * esize;
+        for (int d = nd - 2; d >= 1; d--) {
+            if (++idx[d] < count[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return (size_t)(dst - out);
+}
+
+static int rows_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                     void *out, cfs_err *err)
+{
+    rows_view *v = arr->ctx;
+    if (cfs_job_ensure(&v->job, err) < 0)
+        return -1;
+    size_t esize = cfs_array_elem_size(arr);
+    uint64_t row_elems = 1;
+    for (int d = 1; d < arr->ndim; d++)
+        row_elems *= arr->shape[d];
+    unsigned char *dst = out;
+    const unsigned char *whole = v->whole;
+    for (uint64_t j = start[0]; j < start[0] + count[0]; j++) {
+        const unsigned char *row = whole + v->perm->order[j] * row_elems * esize;
+        size_t n;
+        if (v->cols_too) {
+            for (uint64_t c = 0; c < count[1]; c++)
+                memcpy(dst + c * esize, row + v->perm->order[start[1] + c] * esize, esize);
+            n = count[1] * esize;
+        } else {
+            n = copy_row_slab(arr, row, start, count, dst);
+        }
+        if (arr->dtype == CFS_STRING) {
+            /* The cache keeps its strings; the caller gets copies it frees. */
+            char **s = (char **)dst;
+            for (size_t k = 0; k < n / sizeof(char *); k++)
+                if (!(s[k] = strdup(s[k] ? s[k] : "")))
+                    return cfs_err_set(err, "out of memory");
+        }
+        dst += n;
+    }
+    return 0;
+}
+
+static void rows_free_ctx(void *ctx)
+{
+    cfs_job_unref(&((rows_view *)ctx)->job);
+}
+
+static const cfs_array_ops rows_ops = {rows_read, rows_free_ctx};
+
+cfs_array *cfs_perm_rows(cfs_array *src, cfs_perm *perm)
+{
+    rows_view *v = calloc(1, sizeof *v);
+    if (!v)
+        return NULL;
+    cfs_job_init(&v->job, rows_load, rows_destroy);
+    v->src = cfs_array_ref(src);
+    v->perm = cfs_perm_ref(perm);
+    cfs_array *arr = cfs_array_new(src->dtype, src->ndim, src->shape, &rows_ops, v);
+    if (!arr) {
+        cfs_job_unref(&v->job);
+        return NULL;
+    }
+    if (src->dtype == CFS_COMPOUND) {
+        /* Records keep their layout: share the field list by copying it. */
+        arr->record_size = src->record_size;
+        arr->nfields = src->nfields;
+        arr->fields = calloc(src->nfields ? src->nfields : 1, sizeof *arr->fields);
+        for (size_t i = 0; arr->fields && i < src->nfields; i++) {
+            arr->fields[i] = src->fields[i];
+            arr->fields[i].name = strdup(src->fields[i].name);
+        }
+    }
+    return arr;
+}
+
+cfs_array *cfs_perm_rows_cols(cfs_array *src, cfs_perm *perm)
+{
+    cfs_array *arr = cfs_perm_rows(src, perm);
+    if (arr)
+        ((rows_view *)arr->ctx)->cols_too = true;
+    return arr;
+}
+
+/* ---- small sparse matrices (obsm, obsp) ------------------------------------------------- */
+
+typedef struct sparse_job {
+    cfs_job job;
+    cfs_array *data, *indices, *indptr;   /* sources */
+    cfs_perm *perm;
+    bool csr, both_axes;
+    uint64_t major_n;                     /* rows for csr, columns for csc */
+    void *out_data, *out_indices, *out_indptr;
+} sparse_job;
+
+static void *read_whole(const cfs_array *a, cfs_err *err)
+{
+    size_t esize = cfs_array_elem_size(a);
+    uint64_t n = cfs_array_nelems(a);
+    void *buf = calloc(n ? n : 1, esize);
+    uint64_t start[1] = {0};
+    if (!buf) {
+        cfs_err_set(err, "out of memory");
+        return NULL;
+    }
+    if (cfs_array_read(a, start, a->shape, buf, err) < 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+typedef struct entry {
+    int64_t major, minor;
+    uint64_t src;
+} entry;
+
+static int compare_entries(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    if (x->major != y->major)
+        return x->major < y->major ? -1 : 1;
+    if (x->minor != y->minor)
+        return x->minor < y->minor ? -1 : 1;
+    return x->src < y->src ? -1 : x->src > y->src;
+}
+
+static int sparse_run(cfs_job *job, cfs_err *err)
+{
+    sparse_job *s = (sparse_job *)job;
+    void *data = read_whole(s->data, err), *ind = data ? read_whole(s->indices, err) : NULL;
+    void *ptr = ind ? read_whole(s->indptr, err) : NULL;
+    uint64_t nnz = s->data->shape[0];
+    entry *e = ptr ? malloc((nnz ? nnz : 1) * sizeof *e) : NULL;
+    size_t vsize = cfs_array_elem_size(s->data);
+    int rc = -1;
+    if (!e)
+        goto done;
+    const uint64_t *pos = s->perm->pos;
+    /* Rows are cells: for csr the major axis, for csc the minor one. */
+    bool remap_major = s->csr || s->both_axes, remap_minor = !s->csr || s->both_axes;
+    for (uint64_t m = 0; m < s->major_n; m++) {
+        int64_t lo = cfs_int_get(s->indptr->dtype, ptr, m), hi = cfs_int_get(s->indptr->dtype, ptr, m + 1);
+        if (lo < 0 || hi < lo || (uint64_t)hi > nnz) {
+            cfs_err_set(err, "indptr is not monotonic within the stored entries");
+            goto done;
+        }
+        for (int64_t k = lo; k < hi; k++) {
+            int64_t minor = cfs_int_get(s->indices->dtype, ind, (uint64_t)k);
+            if (minor < 0 || (remap_minor && (uint64_t)minor >= s->perm->n)) {
+                cfs_err_set(err, "an index is out of range");
+                goto done;
+            }
+            e[k].major = remap_major ? (int64_t)pos[m] : (int64_t)m;
+            e[k].minor = remap_minor ? (int64_t)pos[minor] : minor;
+            e[k].src = (uint64_t)k;
+        }
+    }
+    qsort(e, nnz, sizeof *e, compare_entries);
+    s->out_data = malloc((nnz ? nnz : 1) * vsize);
+    s->out_indices = malloc((nnz ? nnz : 1) * cfs_dtype_size(s->indices->dtype));
+    s->out_indptr = calloc(s->major_n + 1, cfs_dtype_size(s->indptr->dtype));
+    if (!s->out_data || !s->out_indices || !s->out_indptr) {
+        cfs_err_set(err, "out of memory");
+        goto done;
+    }
+    uint64_t k = 0;
+    for (uint64_t m = 0; m <= s->major_n; m++) {
+        cfs_int_set(s->indptr->dtype, s->out_indptr, m, (int64_t)k);
+        while (k < nnz && (uint64_t)e[k].major == m) {
+            memcpy((char *)s->out_data + k * vsize, (char *)data + e[k].src * vsize, vsize);
+            cfs_int_set(s->indices->dtype, s->out_indices, k, e[k].minor);
+            k++;
+        }
+    }
+    rc = 0;
+done:
+    free(data);
+    free(ind);
+    free(ptr);
+    free(e);
+    return rc;
+}
+
+static void sparse_destroy(cfs_job *job)
+{
+    sparse_job *s = (sparse_job *)job;
+    cfs_array_unref(s->data);
+    cfs_array_unref(s->indices);
+    cfs_array_unref(s->indptr);
+    cfs_perm_unref(s->perm);
+    free(s->out_data);
+    free(s->out_indices);
+    free(s->out_indptr);
+    free(s);
+}
+
+typedef struct sparse_part {
+    sparse_job *job;
+    int which;              /* 0 data, 1 indices, 2 indptr */
+} sparse_part;
+
+static int part_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                     void *out, cfs_err *err)
+{
+    sparse_part *p = arr->ctx;
+    if (cfs_job_ensure(&p->job->job, err) < 0)
+        return -1;
+    void *src = p->which == 0 ? p->job->out_data : p->which == 1 ? p->job->out_indices
+                                                                 : p->job->out_indptr;
+    size_t esize = cfs_array_elem_size(arr);
+    memcpy(out, (char *)src + start[0] * esize, count[0] * esize);
+    return 0;
+}
+
+static void part_free(void *ctx)
+{
+    sparse_part *p = ctx;
+    cfs_job_unref(&p->job->job);
+    free(p);
+}
+
+static const cfs_array_ops part_ops = {part_read, part_free};
+
+static cfs_array *part_array(sparse_job *job, int which, const cfs_array *like)
+{
+    sparse_part *p = malloc(sizeof *p);
+    if (!p)
+        return NULL;
+    p->job = job;
+    p->which = which;
+    cfs_job_ref(&job->job);
+    cfs_array *a = cfs_array_new(like->dtype, 1, like->shape, &part_ops, p);
+    if (!a)
+        part_free(p);
+    return a;
+}
+
+int cfs_perm_sparse(cfs_elem *el, cfs_perm *perm, bool both_axes, cfs_err *err)
+{
+    sparse_job *s = calloc(1, sizeof *s);
+    if (!s)
+        return cfs_err_set(err, "out of memory");
+    cfs_job_init(&s->job, sparse_run, sparse_destroy);
+    s->data = cfs_array_ref(el->values);
+    s->indices = cfs_array_ref(el->aux);
+    s->indptr = cfs_array_ref(el->indptr);
+    s->perm = cfs_perm_ref(perm);
+    s->csr = el->csr;
+    s->both_axes = both_axes;
+    s->major_n = el->csr ? el->sparse_shape[0] : el->sparse_shape[1];
+    cfs_array *d = part_array(s, 0, el->values), *i = part_array(s, 1, el->aux),
+              *p = part_array(s, 2, el->indptr);
+    cfs_job_unref(&s->job);
+    if (!d || !i || !p) {
+        cfs_array_unref(d);
+        cfs_array_unref(i);
+        cfs_array_unref(p);
+        return cfs_err_set(err, "out of memory");
+    }
+    cfs_array_unref(el->values);
+    cfs_array_unref(el->aux);
+    cfs_array_unref(el->indptr);
+    el->values = d;
+    el->aux = i;
+    el->indptr = p;
+    return 0;
+}

@@ -1,0 +1,37 @@
+/*
+ * Cells in priority order: the permutation, and views of small per-cell arrays (obs columns,
+ * obsm, obsp) read whole once and served permuted. The expression matrices go through the
+ * gene-major engine instead (gene_major.h): they are too big to hold.
+ */
+#ifndef CFS_PERMUTE_H
+#define CFS_PERMUTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model.h"
+
+typedef struct cfs_perm {
+    uint64_t n;
+    uint64_t *order;    /* order[j]: original row stored at row j */
+    uint64_t *pos;      /* pos[i]: stored row of original row i */
+    int refs;
+} cfs_perm;
+
+cfs_perm *cfs_perm_new(uint64_t n, uint64_t seed);
+cfs_perm *cfs_perm_ref(cfs_perm *p);
+void cfs_perm_unref(cfs_perm *p);
+
+/* A view of src (rows = cells) in stored order; src is read whole on first use. */
+cfs_array *cfs_perm_rows(cfs_array *src, cfs_perm *perm);
+/* The same for a dense cells x cells matrix (obsp): rows and columns permuted. */
+cfs_array *cfs_perm_rows_cols(cfs_array *src, cfs_perm *perm);
+/* Rewrites a sparse element in place: rows (cells) and, when both_axes, columns permuted;
+ * the encoding (csr/csc) and index dtypes are kept. Read whole on first use. */
+int cfs_perm_sparse(cfs_elem *el, cfs_perm *perm, bool both_axes, cfs_err *err);
+
+/* Integer helpers shared with the gene-major engine. */
+int64_t cfs_int_get(cfs_dtype t, const void *base, uint64_t i);
+void cfs_int_set(cfs_dtype t, void *base, uint64_t i, int64_t v);
+
+#endif

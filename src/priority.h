@@ -1,0 +1,15 @@
+/* Priority order, version 1 (DESIGN §4.1): a seeded shuffle whose every prefix is a uniform
+ * random sample of the cells. */
+#ifndef CFS_PRIORITY_H
+#define CFS_PRIORITY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+uint64_t cfs_splitmix64(uint64_t x);
+/* order[j] = the original row stored at row j, for n rows; NULL on allocation failure. */
+uint64_t *cfs_priority_order(uint64_t n, uint64_t seed);
+/* levels: 1024*4^k while < n, then n. Returns the count written (at most 32). */
+size_t cfs_priority_levels(uint64_t n, uint64_t *levels, size_t max);
+
+#endif

@@ -1,0 +1,26 @@
+/* Spill files of the layout engine: anonymous (unlinked at creation, so a crash leaves nothing
+ * behind) files in the work folder, written through a buffer and read back with pread. */
+#ifndef CFS_SPILL_H
+#define CFS_SPILL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+typedef struct cfs_spill {
+    int fd;
+    unsigned char *buf;
+    size_t cap, len;
+    uint64_t size;          /* bytes written to the file so far */
+} cfs_spill;
+
+int cfs_spill_open(cfs_spill *s, const char *workdir, size_t buffer, cfs_err *err);
+int cfs_spill_append(cfs_spill *s, const void *data, size_t len, cfs_err *err);
+int cfs_spill_flush(cfs_spill *s, cfs_err *err);
+void cfs_spill_close(cfs_spill *s);
+/* Whole-buffer positional I/O: short transfers are retried, never returned. */
+int cfs_pread_full(int fd, void *buf, size_t len, uint64_t off, cfs_err *err);
+int cfs_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, cfs_err *err);
+
+#endif
