@@ -254,7 +254,8 @@ static int sparse_run(cfs_job *job, cfs_err *err)
 {
     sparse_engine *e = (sparse_engine *)job;
     rec_layout rl = {cfs_dtype_size(e->data->dtype), 8 + cfs_dtype_size(e->data->dtype)};
-    uint64_t want = e->nnz * (2 * rl.size) / (e->opts.memory ? e->opts.memory : 1) + 1;
+    /* Size buckets so each is sorted in one go: emit_bucket holds 2 records + 8 bytes each. */
+    uint64_t want = e->nnz * (2 * rl.size + 8) / (e->opts.memory ? e->opts.memory : 1) + 1;
     buckets b = {0};
     b.n = want > MAX_BUCKETS ? MAX_BUCKETS : (size_t)want;
     if (b.n > e->n_vars)

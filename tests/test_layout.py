@@ -353,13 +353,62 @@ def check_chunk_limits(store):
     for adir, za in iter_arrays(store):
         if za["dtype"] == "|O":
             continue
-        nbytes = math.prod(za["chunks"]) * np.dtype(za["dtype"]).itemsize
+        dt = za["dtype"]
+        dt = np.dtype(dt) if isinstance(dt, str) else np.dtype([tuple(f) for f in dt])  # structured
+        nbytes = math.prod(za["chunks"]) * dt.itemsize
         grid = math.prod(math.ceil(s / c) for s, c in zip(za["shape"], za["chunks"]))
         if nbytes > 64 * MiB:
             problems.append(f"{adir}: chunk {za['chunks']} is {nbytes} bytes decoded")
         if grid > 100_000:
             problems.append(f"{adir}: {grid} chunks")
     assert not problems, "\n".join(problems)
+
+
+def _write_csc_store(root, indptr, indices, data, shape, indptr_dtype="<i8", indices_dtype="<i4"):
+    import zarr
+
+    g = zarr.open_group(str(root), mode="w")
+    x = g.create_group("X")
+    x.attrs.update({"encoding-type": "csc_matrix", "encoding-version": "0.1.0", "shape": list(shape)})
+    x.array("indptr", np.asarray(indptr, dtype=indptr_dtype))
+    x.array("indices", np.asarray(indices, dtype=indices_dtype))
+    x.array("data", np.asarray(data, dtype=np.float32))
+    zarr.consolidate_metadata(str(root))
+
+
+def test_harness_sparse_check_detects_bad_layouts(tmp_path):
+    """check_sparse_gene_major passes a good csc and fails unsorted/duplicate rows and wrong dtypes."""
+    good = dict(indptr=[0, 2, 2, 5], indices=[1, 3, 0, 2, 3], data=[1, 2, 3, 4, 5], shape=(4, 3))
+    _write_csc_store(tmp_path / "good", **good)
+    check_sparse_gene_major(tmp_path / "good", "X", 4, 3, "<f4")
+    bad = {
+        "unsorted": dict(good, indices=[3, 1, 0, 2, 3]),
+        "duplicate": dict(good, indices=[1, 3, 0, 2, 2]),
+        "out_of_range": dict(good, indices=[1, 4, 0, 2, 3]),
+        "int32_indptr": dict(good, indptr_dtype="<i4"),
+        "int64_indices": dict(good, indices_dtype="<i8"),
+        "short_indptr": dict(good, indptr=[0, 2, 5]),
+    }
+    for what, kw in bad.items():
+        _write_csc_store(tmp_path / what, **kw)
+        with pytest.raises(AssertionError):
+            check_sparse_gene_major(tmp_path / what, "X", 4, 3, "<f4")
+
+
+def test_harness_dense_check_detects_cell_major_chunks(tmp_path):
+    import zarr
+
+    for chunks, ok in (((100_000, 4), True), ((20_000, 1), True), ((100_000, 100), False),
+                       ((1_000, 4), False), ((100_000, 64), False)):   # 100000*64*4 B > 16 MiB
+        root = tmp_path / f"c{chunks[0]}x{chunks[1]}"
+        g = zarr.open_group(str(root), mode="w")
+        g.zeros("X", shape=(100_000, 200), chunks=chunks, dtype="<f4")
+        g["X"].attrs.update({"encoding-type": "array", "encoding-version": "0.2.0"})
+        if ok:
+            check_dense_gene_major(root, "X", 100_000, 200, "<f4")
+        else:
+            with pytest.raises(AssertionError):
+                check_dense_gene_major(root, "X", 100_000, 200, "<f4")
 
 
 @pytest.fixture(scope="session")
