@@ -61,6 +61,46 @@ static int read_int_array(const cfs_array *a, uint64_t start, uint64_t count, in
     return rc;
 }
 
+/* Widens a block of source indices of any integer type, the type switch outside the loop. */
+static void widen_indices(cfs_dtype t, const void *raw, uint64_t n, int64_t *out)
+{
+#define WIDEN(T)                                                                           \
+    for (uint64_t i = 0; i < n; i++) {                                                     \
+        T v;                                                                               \
+        memcpy(&v, (const unsigned char *)raw + i * sizeof(T), sizeof(T));                 \
+        out[i] = (int64_t)v;                                                               \
+    }
+    switch (t) {
+    case CFS_INT8: WIDEN(int8_t) break;
+    case CFS_UINT8: WIDEN(uint8_t) break;
+    case CFS_INT16: WIDEN(int16_t) break;
+    case CFS_UINT16: WIDEN(uint16_t) break;
+    case CFS_INT32: WIDEN(int32_t) break;
+    case CFS_UINT32: WIDEN(uint32_t) break;
+    case CFS_UINT64: WIDEN(uint64_t) break;
+    default: WIDEN(int64_t) break;
+    }
+#undef WIDEN
+}
+
+/* Appends one record to its bucket's buffer: the hot path of the pass, so it writes in place. */
+static int spill_record(cfs_spill *sp, uint32_t j, uint32_t g, const unsigned char *v,
+                        size_t vsize, cfs_err *err)
+{
+    size_t rs = 8 + vsize;
+    if (sp->len + rs > sp->cap && cfs_spill_flush(sp, err) < 0)
+        return -1;
+    unsigned char *dst = sp->buf + sp->len;
+    memcpy(dst, &j, 4);
+    memcpy(dst + 4, &g, 4);
+    if (vsize == 4)
+        memcpy(dst + 8, v, 4);
+    else
+        memcpy(dst + 8, v, vsize);
+    sp->len += rs;
+    return 0;
+}
+
 /* Pass over the source, in storage order, spilling each nonzero to its gene bucket. */
 static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_err *err)
 {
@@ -75,9 +115,10 @@ static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_
     if (block < 4096)
         block = 4096;
     void *ibuf = malloc(block * isize), *vbuf = malloc(block * rl->vsize);
-    unsigned char *rec = malloc(rl->size);
-    int rc = ibuf && vbuf && rec ? 0 : cfs_err_set(err, "out of memory");
+    int64_t *minor = malloc(block * sizeof *minor);
+    int rc = ibuf && vbuf && minor ? 0 : cfs_err_set(err, "out of memory");
     uint64_t major = 0;
+    const uint64_t *pos = e->perm->pos;
     for (uint64_t k0 = 0; rc == 0 && k0 < e->nnz; k0 += block) {
         uint64_t n = e->nnz - k0 < block ? e->nnz - k0 : block;
         uint64_t s[1] = {k0}, c[1] = {n};
@@ -86,23 +127,22 @@ static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_
             rc = -1;
             break;
         }
+        widen_indices(e->indices->dtype, ibuf, n, minor);
         for (uint64_t k = 0; k < n && rc == 0; k++) {
             while (major < major_n && (uint64_t)ptr[major + 1] <= k0 + k)
                 major++;
-            int64_t minor = cfs_int_get(e->indices->dtype, ibuf, k);
-            uint64_t cell = e->src_csr ? major : (uint64_t)minor;
-            uint64_t gene = e->src_csr ? (uint64_t)minor : major;
-            if (minor < 0 || cell >= e->n_obs || gene >= e->n_vars) {
+            uint64_t cell = e->src_csr ? major : (uint64_t)minor[k];
+            uint64_t gene = e->src_csr ? (uint64_t)minor[k] : major;
+            if (minor[k] < 0 || cell >= e->n_obs || gene >= e->n_vars) {
                 rc = cfs_err_set(err, "entry %llu has an index out of range",
                                  (unsigned long long)(k0 + k));
                 break;
             }
-            uint32_t j = (uint32_t)e->perm->pos[cell], g = (uint32_t)(gene % b->width);
-            memcpy(rec, &j, 4);
-            memcpy(rec + 4, &g, 4);
-            memcpy(rec + 8, (char *)vbuf + k * rl->vsize, rl->vsize);
+            uint64_t bucket = gene / b->width;
             b->counts[gene]++;
-            rc = cfs_spill_append(&b->spill[gene / b->width], rec, rl->size, err);
+            rc = spill_record(&b->spill[bucket], (uint32_t)pos[cell],
+                              (uint32_t)(gene - bucket * b->width),
+                              (const unsigned char *)vbuf + k * rl->vsize, rl->vsize, err);
         }
         report(e, (double)(k0 + n) / (double)(e->nnz ? e->nnz : 1) * 0.7);
     }
@@ -111,14 +151,40 @@ static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_
     free(ptr);
     free(ibuf);
     free(vbuf);
-    free(rec);
+    free(minor);
     return rc;
 }
 
-/* Sorts n records by stored row (LSD radix, stable) then by gene (counting, stable): each
- * gene's nonzeros end up contiguous with rows ascending. */
-static void sort_bucket(unsigned char *a, unsigned char *tmp, uint64_t n, size_t rs,
-                        const uint64_t *gene_counts, uint64_t ngenes, uint64_t *gene_start)
+/* One stable scatter pass keyed by 16 bits of the stored row; the record size is a
+ * compile-time constant in the common cases so the copy is a move, not a call. */
+#define MOVE_LOOP(RS)                                                                      \
+    for (uint64_t i = 0; i < n; i++) {                                                     \
+        uint32_t j;                                                                        \
+        memcpy(&j, a + i * (RS), 4);                                                       \
+        memcpy(tmp + count[(j >> shift) & 0xffff]++ * (RS), a + i * (RS), (RS));           \
+    }
+
+static void move_records(const unsigned char *a, unsigned char *tmp, uint64_t n, size_t rs,
+                         size_t *count, int shift)
+{
+    switch (rs) {
+    case 12: MOVE_LOOP(12) break;
+    case 16: MOVE_LOOP(16) break;
+    case 10: MOVE_LOOP(10) break;
+    case 9: MOVE_LOOP(9) break;
+    default: MOVE_LOOP(rs) break;
+    }
+}
+
+/*
+ * Sorts n records by stored row (LSD radix, stable), then scatters them by gene (counting,
+ * stable) straight into the result layout: each gene's row indices ascending, its values
+ * alongside. tmp (n records) is reused for the scattered indices and values, which fit since
+ * an index takes at most the 8 bytes of a record's row and gene.
+ */
+static int sort_and_write(sparse_engine *e, unsigned char *a, unsigned char *tmp, uint64_t n,
+                          size_t rs, const uint64_t *gene_counts, uint64_t ngenes,
+                          uint64_t *gene_start, uint64_t first, cfs_err *err)
 {
     size_t count[1 << 16];
     for (int shift = 0; shift < 32; shift += 16) {
@@ -134,46 +200,40 @@ static void sort_bucket(unsigned char *a, unsigned char *tmp, uint64_t n, size_t
             count[d] = sum;
             sum += c;
         }
-        for (uint64_t i = 0; i < n; i++) {
-            uint32_t j;
-            memcpy(&j, a + i * rs, 4);
-            memcpy(tmp + count[(j >> shift) & 0xffff]++ * rs, a + i * rs, rs);
-        }
-        memcpy(a, tmp, n * rs);
+        move_records(a, tmp, n, rs, count, shift);
+        unsigned char *t = a;
+        a = tmp;
+        tmp = t;
     }
     uint64_t sum = 0;
     for (uint64_t g = 0; g < ngenes; g++) {
         gene_start[g] = sum;
         sum += gene_counts[g];
     }
+    size_t vsize = rs - 8, isize = cfs_dtype_size(e->out_index);
+    unsigned char *ind = tmp, *val = tmp + n * isize;
+    bool narrow = e->out_index == CFS_INT32;
     for (uint64_t i = 0; i < n; i++) {
-        uint32_t g;
-        memcpy(&g, a + i * rs + 4, 4);
-        memcpy(tmp + gene_start[g]++ * rs, a + i * rs, rs);
+        const unsigned char *r = a + i * rs;
+        uint32_t j, g;
+        memcpy(&j, r, 4);
+        memcpy(&g, r + 4, 4);
+        uint64_t k = gene_start[g]++;
+        if (narrow) {
+            memcpy(ind + k * 4, &j, 4);
+        } else {
+            int64_t wide = j;
+            memcpy(ind + k * 8, &wide, 8);
+        }
+        if (vsize == 4)
+            memcpy(val + k * 4, r + 8, 4);
+        else
+            memcpy(val + k * vsize, r + 8, vsize);
     }
-    memcpy(a, tmp, n * rs);
-}
-
-/* Writes sorted records of genes [g0, g0+ngenes) to the result files at their final place. */
-static int write_sorted(sparse_engine *e, const unsigned char *a, uint64_t n, size_t rs,
-                        uint64_t first, cfs_err *err)
-{
-    size_t isize = cfs_dtype_size(e->out_index), vsize = rs - 8;
-    unsigned char *ind = malloc((n ? n : 1) * isize), *val = malloc((n ? n : 1) * vsize);
-    int rc = ind && val ? 0 : cfs_err_set(err, "out of memory");
-    for (uint64_t i = 0; rc == 0 && i < n; i++) {
-        uint32_t j;
-        memcpy(&j, a + i * rs, 4);
-        cfs_int_set(e->out_index, ind, i, (int64_t)j);
-        memcpy(val + i * vsize, a + i * rs + 8, vsize);
-    }
-    if (rc == 0)
-        rc = cfs_pwrite_full(e->index_fd, ind, n * isize, first * isize, err);
-    if (rc == 0)
-        rc = cfs_pwrite_full(e->data_fd, val, n * vsize, first * vsize, err);
-    free(ind);
-    free(val);
-    return rc;
+    if (cfs_pwrite_full(e->index_fd, ind, n * isize, first * isize, err) < 0 ||
+        cfs_pwrite_full(e->data_fd, val, n * vsize, first * vsize, err) < 0)
+        return -1;
+    return 0;
 }
 
 /*
@@ -196,6 +256,12 @@ static int emit_range(sparse_engine *e, const buckets *bk, size_t b, uint64_t g0
     unsigned char *io = malloc(chunk * rs);
     int rc = a && tmp && start && io ? 0 : cfs_err_set(err, "out of memory sorting a bucket");
     uint64_t have = 0, total = bk->spill[b].size / rs;
+    if (rc == 0 && total == n && g0 == base) {
+        /* The whole bucket: its records are read as they are, genes already bucket-local. */
+        rc = cfs_pread_full(bk->spill[b].fd, a, n * rs, 0, err);
+        have = n;
+        total = 0;
+    }
     for (uint64_t r0 = 0; rc == 0 && r0 < total; r0 += chunk) {
         uint64_t m = total - r0 < chunk ? total - r0 : chunk;
         rc = cfs_pread_full(bk->spill[b].fd, io, m * rs, r0 * rs, err);
@@ -211,10 +277,9 @@ static int emit_range(sparse_engine *e, const buckets *bk, size_t b, uint64_t g0
             have++;
         }
     }
-    if (rc == 0) {
-        sort_bucket(a, tmp, have, rs, bk->counts + g0, g1 - g0, start);
-        rc = write_sorted(e, a, have, rs, (uint64_t)e->out_indptr[g0], err);
-    }
+    if (rc == 0)
+        rc = sort_and_write(e, a, tmp, have, rs, bk->counts + g0, g1 - g0, start,
+                            (uint64_t)e->out_indptr[g0], err);
     free(a);
     free(tmp);
     free(start);
