@@ -44,7 +44,22 @@ typedef struct buckets {
     size_t n;
     uint64_t width;         /* genes per bucket */
     uint64_t *counts;       /* nnz per gene */
+    /* Sort workspace, kept across buckets: fresh pages for every bucket cost page faults. */
+    unsigned char *a, *tmp;
+    uint64_t cap;           /* records a and tmp hold */
 } buckets;
+
+static int workspace(buckets *bk, uint64_t n, size_t rs)
+{
+    if (n <= bk->cap && bk->a)
+        return 0;
+    free(bk->a);
+    free(bk->tmp);
+    bk->a = malloc((n ? n : 1) * rs);
+    bk->tmp = malloc((n ? n : 1) * rs);
+    bk->cap = n;
+    return bk->a && bk->tmp ? 0 : -1;
+}
 
 static int read_int_array(const cfs_array *a, uint64_t start, uint64_t count, int64_t *out,
                           cfs_err *err)
@@ -155,17 +170,17 @@ static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_
     return rc;
 }
 
-/* One stable scatter pass keyed by 16 bits of the stored row; the record size is a
+/* One stable scatter pass keyed by one digit of the stored row; the record size is a
  * compile-time constant in the common cases so the copy is a move, not a call. */
 #define MOVE_LOOP(RS)                                                                      \
     for (uint64_t i = 0; i < n; i++) {                                                     \
         uint32_t j;                                                                        \
         memcpy(&j, a + i * (RS), 4);                                                       \
-        memcpy(tmp + count[(j >> shift) & 0xffff]++ * (RS), a + i * (RS), (RS));           \
+        memcpy(tmp + count[(j >> shift) & mask]++ * (RS), a + i * (RS), (RS));             \
     }
 
 static void move_records(const unsigned char *a, unsigned char *tmp, uint64_t n, size_t rs,
-                         size_t *count, int shift)
+                         size_t *count, int shift, uint32_t mask)
 {
     switch (rs) {
     case 12: MOVE_LOOP(12) break;
@@ -186,21 +201,31 @@ static int sort_and_write(sparse_engine *e, unsigned char *a, unsigned char *tmp
                           size_t rs, const uint64_t *gene_counts, uint64_t ngenes,
                           uint64_t *gene_start, uint64_t first, cfs_err *err)
 {
+    /* Digits as narrow as the row count allows: fewer buckets per pass scatter into fewer
+     * cache lines. An even number of passes leaves the records back in a. */
+    int bits = 1;
+    while (bits < 32 && (UINT64_C(1) << bits) < e->n_obs)
+        bits++;
+    int passes = (bits + 10) / 11;
+    if (passes % 2)
+        passes++;
+    int digit = (bits + passes - 1) / passes;
     size_t count[1 << 16];
-    for (int shift = 0; shift < 32; shift += 16) {
-        memset(count, 0, sizeof count);
+    uint32_t mask = (uint32_t)((1u << digit) - 1);
+    for (int p = 0, shift = 0; p < passes; p++, shift += digit) {
+        memset(count, 0, ((size_t)mask + 1) * sizeof *count);
         for (uint64_t i = 0; i < n; i++) {
             uint32_t j;
             memcpy(&j, a + i * rs, 4);
-            count[(j >> shift) & 0xffff]++;
+            count[(j >> shift) & mask]++;
         }
         size_t sum = 0;
-        for (size_t d = 0; d < (1 << 16); d++) {
+        for (size_t d = 0; d <= mask; d++) {
             size_t c = count[d];
             count[d] = sum;
             sum += c;
         }
-        move_records(a, tmp, n, rs, count, shift);
+        move_records(a, tmp, n, rs, count, shift, mask);
         unsigned char *t = a;
         a = tmp;
         tmp = t;
@@ -240,13 +265,15 @@ static int sort_and_write(sparse_engine *e, unsigned char *a, unsigned char *tmp
  * Processes genes [g0, g1) of bucket b: reads the bucket's spill file, keeps those genes'
  * records (all of them when the range is the whole bucket), sorts and writes them.
  */
-static int emit_range(sparse_engine *e, const buckets *bk, size_t b, uint64_t g0, uint64_t g1,
+static int emit_range(sparse_engine *e, buckets *bk, size_t b, uint64_t g0, uint64_t g1,
                       size_t rs, cfs_err *err)
 {
     uint64_t base = b * bk->width, n = 0;
     for (uint64_t g = g0; g < g1; g++)
         n += bk->counts[g];
-    unsigned char *a = malloc((n ? n : 1) * rs), *tmp = malloc((n ? n : 1) * rs);
+    if (workspace(bk, n, rs) < 0)
+        return cfs_err_set(err, "out of memory sorting a bucket");
+    unsigned char *a = bk->a, *tmp = bk->tmp;
     uint64_t *start = malloc((g1 - g0 + 1) * sizeof *start);
     size_t chunk = (size_t)(e->opts.memory / 4 / rs);
     if (chunk < 4096)
@@ -280,15 +307,13 @@ static int emit_range(sparse_engine *e, const buckets *bk, size_t b, uint64_t g0
     if (rc == 0)
         rc = sort_and_write(e, a, tmp, have, rs, bk->counts + g0, g1 - g0, start,
                             (uint64_t)e->out_indptr[g0], err);
-    free(a);
-    free(tmp);
     free(start);
     free(io);
     return rc;
 }
 
 /* Emits bucket b in gene sub-ranges that each fit the memory budget. */
-static int emit_bucket(sparse_engine *e, const buckets *bk, size_t b, size_t rs, cfs_err *err)
+static int emit_bucket(sparse_engine *e, buckets *bk, size_t b, size_t rs, cfs_err *err)
 {
     uint64_t g0 = b * bk->width, end = g0 + bk->width < e->n_vars ? g0 + bk->width : e->n_vars;
     uint64_t fit = e->opts.memory / (2 * rs + 8);
@@ -366,6 +391,8 @@ static int sparse_run(cfs_job *job, cfs_err *err)
     }
     for (size_t i = 0; i < opened; i++)
         cfs_spill_close(&b.spill[i]);
+    free(b.a);
+    free(b.tmp);
     free(b.spill);
     free(b.counts);
     return rc;
