@@ -171,25 +171,10 @@ static int put_string(cfs_elem *meta, const char *key, const char *text)
     return put_scalar(meta, key, CFS_STRING, holder);
 }
 
-static cfs_elem *ensure_dict(cfs_elem *parent, const char *name)
-{
-    cfs_elem *el = cfs_elem_child(parent, name);
-    if (el && el->kind == CFS_EL_DICT)
-        return el;
-    if (el)
-        cfs_elem_remove(parent, name);
-    el = cfs_elem_new(CFS_EL_DICT, name);
-    if (el && cfs_elem_add(parent, el) < 0) {
-        cfs_elem_free(el);
-        el = NULL;
-    }
-    return el;
-}
-
 int cfs_identity_apply(cfs_dataset *ds, const char *id, const char *name, cfs_err *err)
 {
-    cfs_elem *uns = ensure_dict(ds->root, "uns");
-    cfs_elem *meta = uns ? ensure_dict(uns, "cellucid") : NULL;
+    cfs_elem *uns = cfs_elem_ensure_dict(ds->root, "uns");
+    cfs_elem *meta = uns ? cfs_elem_ensure_dict(uns, "cellucid") : NULL;
     int64_t *schema = malloc(sizeof *schema);
     if (!meta || !schema) {
         free(schema);

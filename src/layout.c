@@ -135,21 +135,6 @@ static int add_original_position(layout *L)
     return 0;
 }
 
-static cfs_elem *child_dict(cfs_elem *parent, const char *name)
-{
-    cfs_elem *el = cfs_elem_child(parent, name);
-    if (el && el->kind == CFS_EL_DICT)
-        return el;
-    if (el)
-        cfs_elem_remove(parent, name);
-    el = cfs_elem_new(CFS_EL_DICT, name);
-    if (el && cfs_elem_add(parent, el) < 0) {
-        cfs_elem_free(el);
-        return NULL;
-    }
-    return el;
-}
-
 static int add_scalar(cfs_elem *dict, const char *key, cfs_dtype t, const void *v)
 {
     cfs_elem *el = memory_elem(CFS_EL_SCALAR, key, t, 0, NULL, v, cfs_dtype_size(t));
@@ -163,7 +148,8 @@ static int add_scalar(cfs_elem *dict, const char *key, cfs_dtype t, const void *
 /* uns/cellucid/priority = {seed, specVersion: 1, nObs, levels}. */
 static int add_priority_record(layout *L, uint64_t seed)
 {
-    cfs_elem *meta = child_dict(child_dict(L->ds->root, "uns"), "cellucid");
+    cfs_elem *meta =
+        cfs_elem_ensure_dict(cfs_elem_ensure_dict(L->ds->root, "uns"), "cellucid");
     if (!meta)
         return cfs_err_set(L->err, "out of memory");
     cfs_elem_remove(meta, "priority");

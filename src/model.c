@@ -223,6 +223,23 @@ int cfs_elem_remove(cfs_elem *parent, const char *name)
     return -1;
 }
 
+cfs_elem *cfs_elem_ensure_dict(cfs_elem *parent, const char *name)
+{
+    if (!parent)
+        return NULL;
+    cfs_elem *el = cfs_elem_child(parent, name);
+    if (el && el->kind == CFS_EL_DICT)
+        return el;
+    if (el)
+        cfs_elem_remove(parent, name);
+    el = cfs_elem_new(CFS_EL_DICT, name);
+    if (el && cfs_elem_add(parent, el) < 0) {
+        cfs_elem_free(el);
+        el = NULL;
+    }
+    return el;
+}
+
 const char *cfs_elem_kind_name(cfs_elem_kind kind)
 {
     switch (kind) {

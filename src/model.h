@@ -138,6 +138,9 @@ void cfs_elem_free(cfs_elem *el);
 /* Appends child (ownership passes to parent); -1 on allocation failure. */
 int cfs_elem_add(cfs_elem *parent, cfs_elem *child);
 cfs_elem *cfs_elem_child(const cfs_elem *parent, const char *name);
+/* The named child if it is a dict, else a new empty dict in its place (NULL on allocation
+ * failure). */
+cfs_elem *cfs_elem_ensure_dict(cfs_elem *parent, const char *name);
 /* Removes and frees the named child; returns 0 if removed, -1 if not present. */
 int cfs_elem_remove(cfs_elem *parent, const char *name);
 const char *cfs_elem_kind_name(cfs_elem_kind kind);
