@@ -113,6 +113,9 @@ typedef struct cfs_dataset {
     uint64_t n_obs, n_vars;
     cfs_leftout *leftout;
     size_t nleftout;
+    /* What to do when the dataset has no drawable embedding, in the reader's words (e.g. a
+     * 10x .h5 "has no embedding, so open its outs/ folder"); NULL for the general advice. */
+    const char *no_embedding_hint;
     void *reader;               /* format reader's handle, freed through reader_close */
     void (*reader_close)(void *reader);
 } cfs_dataset;

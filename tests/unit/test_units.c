@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../formats/names.h"
 #include "../../src/catalog.h"
 #include "../../src/chunking.h"
 #include "../../src/codec.h"
@@ -308,8 +309,25 @@ static void test_gene_major_sparse(void)
     cfs_elem_free(el);
 }
 
+/* Duplicate names get anndata's var_names_make_unique suffixes (checked against anndata). */
+static void test_unique_names(void)
+{
+    const char *in[] = {"a", "a", "b", "a-1", "a", "b"};
+    const char *want[] = {"a", "a-2", "b", "a-1", "a-3", "b-1"};
+    char *names[6];
+    for (int i = 0; i < 6; i++)
+        names[i] = strdup(in[i]);
+    size_t changed;
+    CHECK(cfs_names_make_unique(names, 6, &changed) == 0 && changed == 3);
+    for (int i = 0; i < 6; i++) {
+        CHECK(strcmp(names[i], want[i]) == 0);
+        free(names[i]);
+    }
+}
+
 int main(void)
 {
+    test_unique_names();
     test_priority();
     test_gene_major_sparse();
     test_zarray_json();
