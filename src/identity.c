@@ -36,6 +36,14 @@ char *cfs_source_stem(const char *path)
         if (path[i] == '/' && i + 1 < len)
             base = path + i + 1;
     size_t n = len - (size_t)(base - path);
+    /* Cell Ranger's run1/outs/ is named after its run, not "outs". */
+    if (n == 4 && strncmp(base, "outs", 4) == 0 && base > path + 1) {
+        const char *end = base - 1, *start = end;
+        while (start > path && start[-1] != '/')
+            start--;
+        if (end > start)
+            return strndup(start, (size_t)(end - start));
+    }
     for (size_t i = 0; i < sizeof format_extensions / sizeof format_extensions[0]; i++) {
         size_t e = strlen(format_extensions[i]);
         if (n > e && strncasecmp(base + n - e, format_extensions[i], e) == 0) {

@@ -45,11 +45,14 @@ static int is_input(const char *dir, const char *name, const char *path)
         return 0;
     if (S_ISLNK(st.st_mode) && (!cfs_path_inside(path, dir) || stat(path, &st) < 0))
         return 0;
+    cfs_err ignored;
+    /* A folder is an input only when a format recognises it (a Cell Ranger outs/ folder). */
+    if (S_ISDIR(st.st_mode))
+        return cfs_format_detect(path, &ignored) != NULL;
     if (!S_ISREG(st.st_mode))
         return 0;
     if (cfs_format_candidate_name(name))
         return 1;
-    cfs_err ignored;
     return cfs_format_detect(path, &ignored) != NULL;
 }
 
@@ -60,7 +63,9 @@ int cfs_sources_list(const char *src, cfs_source_list *out, cfs_err *err)
     struct stat st;
     if (stat(src, &st) < 0)
         return cfs_err_set(err, "%s: cannot be read: %s", src, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
+    cfs_err ignored;
+    /* A file, or a folder that is itself one input (an outs/ folder), is the only source. */
+    if (!S_ISDIR(st.st_mode) || cfs_format_detect(src, &ignored) != NULL)
         return push(out, src) < 0 ? cfs_err_set(err, "out of memory") : 0;
     DIR *d = opendir(src);
     if (!d)

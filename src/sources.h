@@ -13,7 +13,7 @@ typedef struct cfs_source_list {
 
 /*
  * A file is itself; a folder yields its top-level entries that are inputs by name (a known
- * extension) or by content. Hidden entries are skipped, and so is a symlink whose target lies
+ * extension) or by content, and its subfolders that a format recognises (e.g. outs/). Hidden entries are skipped, and so is a symlink whose target lies
  * outside the folder. Reads only.
  */
 int cfs_sources_list(const char *src, cfs_source_list *out, cfs_err *err);

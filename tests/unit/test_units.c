@@ -183,6 +183,9 @@ static void test_ids(void)
     char *stem = cfs_source_stem("/data/pbmc.h5ad");
     CHECK(strcmp(stem, "pbmc") == 0);
     free(stem);
+    stem = cfs_source_stem("/data/run1/outs/");
+    CHECK(strcmp(stem, "run1") == 0);
+    free(stem);
     stem = cfs_source_stem("a.b.H5AD");
     CHECK(strcmp(stem, "a.b") == 0);
     free(stem);
