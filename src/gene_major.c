@@ -1,5 +1,6 @@
 #include "gene_major.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,21 +45,24 @@ typedef struct buckets {
     size_t n;
     uint64_t width;         /* genes per bucket */
     uint64_t *counts;       /* nnz per gene */
-    /* Sort workspace, kept across buckets: fresh pages for every bucket cost page faults. */
-    unsigned char *a, *tmp;
-    uint64_t cap;           /* records a and tmp hold */
 } buckets;
 
-static int workspace(buckets *bk, uint64_t n, size_t rs)
+/* One sorter's workspace, kept across buckets: fresh pages for every bucket cost faults. */
+typedef struct sort_ws {
+    unsigned char *a, *tmp;
+    uint64_t cap;           /* records a and tmp hold */
+} sort_ws;
+
+static int workspace(sort_ws *ws, uint64_t n, size_t rs)
 {
-    if (n <= bk->cap && bk->a)
+    if (n <= ws->cap && ws->a)
         return 0;
-    free(bk->a);
-    free(bk->tmp);
-    bk->a = malloc((n ? n : 1) * rs);
-    bk->tmp = malloc((n ? n : 1) * rs);
-    bk->cap = n;
-    return bk->a && bk->tmp ? 0 : -1;
+    free(ws->a);
+    free(ws->tmp);
+    ws->a = malloc((n ? n : 1) * rs);
+    ws->tmp = malloc((n ? n : 1) * rs);
+    ws->cap = n;
+    return ws->a && ws->tmp ? 0 : -1;
 }
 
 static int read_int_array(const cfs_array *a, uint64_t start, uint64_t count, int64_t *out,
@@ -265,17 +269,17 @@ static int sort_and_write(sparse_engine *e, unsigned char *a, unsigned char *tmp
  * Processes genes [g0, g1) of bucket b: reads the bucket's spill file, keeps those genes'
  * records (all of them when the range is the whole bucket), sorts and writes them.
  */
-static int emit_range(sparse_engine *e, buckets *bk, size_t b, uint64_t g0, uint64_t g1,
-                      size_t rs, cfs_err *err)
+static int emit_range(sparse_engine *e, const buckets *bk, sort_ws *ws, size_t b, uint64_t g0,
+                      uint64_t g1, size_t rs, uint64_t memory, cfs_err *err)
 {
     uint64_t base = b * bk->width, n = 0;
     for (uint64_t g = g0; g < g1; g++)
         n += bk->counts[g];
-    if (workspace(bk, n, rs) < 0)
+    if (workspace(ws, n, rs) < 0)
         return cfs_err_set(err, "out of memory sorting a bucket");
-    unsigned char *a = bk->a, *tmp = bk->tmp;
+    unsigned char *a = ws->a, *tmp = ws->tmp;
     uint64_t *start = malloc((g1 - g0 + 1) * sizeof *start);
-    size_t chunk = (size_t)(e->opts.memory / 4 / rs);
+    size_t chunk = (size_t)(memory / 4 / rs);
     if (chunk < 4096)
         chunk = 4096;
     if (chunk > (1u << 20))
@@ -312,19 +316,81 @@ static int emit_range(sparse_engine *e, buckets *bk, size_t b, uint64_t g0, uint
     return rc;
 }
 
-/* Emits bucket b in gene sub-ranges that each fit the memory budget. */
-static int emit_bucket(sparse_engine *e, buckets *bk, size_t b, size_t rs, cfs_err *err)
+/* Emits bucket b in gene sub-ranges that each fit this sorter's share of the budget. */
+static int emit_bucket(sparse_engine *e, const buckets *bk, sort_ws *ws, size_t b, size_t rs,
+                       uint64_t memory, cfs_err *err)
 {
     uint64_t g0 = b * bk->width, end = g0 + bk->width < e->n_vars ? g0 + bk->width : e->n_vars;
-    uint64_t fit = e->opts.memory / (2 * rs + 8);
+    uint64_t fit = memory / (2 * rs + 8);
     while (g0 < end) {
         uint64_t g1 = g0, n = 0;
         /* At least one gene, even past the budget: a gene's rows cannot be split. */
         while (g1 < end && (g1 == g0 || n + bk->counts[g1] <= fit))
             n += bk->counts[g1++];
-        if (emit_range(e, bk, b, g0, g1, rs, err) < 0)
+        if (emit_range(e, bk, ws, b, g0, g1, rs, memory, err) < 0)
             return -1;
         g0 = g1;
+    }
+    return 0;
+}
+
+/* Buckets are sorted by SORTERS threads at once, each with its share of the memory budget;
+ * they write disjoint ranges of the result files. */
+enum { SORTERS = 2 };
+
+typedef struct emit_pool {
+    sparse_engine *e;
+    const buckets *bk;
+    size_t rs;
+    pthread_mutex_t lock;
+    size_t next, done;
+    int failed;
+    cfs_err err;
+} emit_pool;
+
+static void *sorter(void *arg)
+{
+    emit_pool *p = arg;
+    sort_ws ws = {0};
+    cfs_err err;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        size_t b = p->failed ? p->bk->n : p->next++;
+        pthread_mutex_unlock(&p->lock);
+        if (b >= p->bk->n)
+            break;
+        int rc = emit_bucket(p->e, p->bk, &ws, b, p->rs, p->e->opts.memory / SORTERS, &err);
+        pthread_mutex_lock(&p->lock);
+        if (rc < 0 && !p->failed) {
+            p->failed = 1;
+            p->err = err;
+        }
+        size_t done = ++p->done;
+        pthread_mutex_unlock(&p->lock);
+        report(p->e, 0.7 + 0.3 * (double)done / (double)p->bk->n);
+    }
+    free(ws.a);
+    free(ws.tmp);
+    return NULL;
+}
+
+static int emit_all(sparse_engine *e, const buckets *bk, size_t rs, cfs_err *err)
+{
+    emit_pool pool = {.e = e, .bk = bk, .rs = rs};
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_t threads[SORTERS];
+    int started = 0;
+    for (int i = 0; i < SORTERS; i++)
+        if (pthread_create(&threads[i], NULL, sorter, &pool) == 0)
+            started++;
+    if (started == 0)
+        sorter(&pool);
+    for (int i = 0; i < started; i++)
+        pthread_join(threads[i], NULL);
+    pthread_mutex_destroy(&pool.lock);
+    if (pool.failed) {
+        *err = pool.err;
+        return -1;
     }
     return 0;
 }
@@ -344,8 +410,8 @@ static int sparse_run(cfs_job *job, cfs_err *err)
 {
     sparse_engine *e = (sparse_engine *)job;
     rec_layout rl = {cfs_dtype_size(e->data->dtype), 8 + cfs_dtype_size(e->data->dtype)};
-    /* Size buckets so each is sorted in one go: emit_bucket holds 2 records + 8 bytes each. */
-    uint64_t want = e->nnz * (2 * rl.size + 8) / (e->opts.memory ? e->opts.memory : 1) + 1;
+    /* Size buckets so each is sorted in one go: a sorter holds 2 records + 8 bytes each. */
+    uint64_t want = e->nnz * (2 * rl.size + 8) * SORTERS / (e->opts.memory ? e->opts.memory : 1) + 1;
     buckets b = {0};
     b.n = want > MAX_BUCKETS ? MAX_BUCKETS : (size_t)want;
     if (b.n > e->n_vars)
@@ -382,17 +448,15 @@ static int sparse_run(cfs_job *job, cfs_err *err)
         }
         e->out_indptr[e->n_vars] = sum;
     }
-    for (size_t i = 0; rc == 0 && i < b.n; i++) {
-        /* The spill buffers are no longer needed: give their memory to the sort. */
+    /* The spill buffers are no longer needed: their memory goes to the sorters. */
+    for (size_t i = 0; i < opened; i++) {
         free(b.spill[i].buf);
         b.spill[i].buf = NULL;
-        rc = emit_bucket(e, &b, i, rl.size, err);
-        report(e, 0.7 + 0.3 * (double)(i + 1) / (double)b.n);
     }
+    if (rc == 0)
+        rc = emit_all(e, &b, rl.size, err);
     for (size_t i = 0; i < opened; i++)
         cfs_spill_close(&b.spill[i]);
-    free(b.a);
-    free(b.tmp);
     free(b.spill);
     free(b.counts);
     return rc;
