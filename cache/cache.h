@@ -1,0 +1,44 @@
+/*
+ * The on-disk LRU cache (DESIGN §2): opaque keys to immutable byte strings, bounded in total
+ * size, persistent across runs, safe against a kill at any instant. It knows keys and bytes
+ * only, nothing of datasets.
+ *
+ * Each entry is one file named by the key's hash, written under a temporary name and renamed
+ * into place; a SQLite index (WAL) records key, size and last use. At open, files without an
+ * index row and rows without a file are dropped, so a crash never leaves an entry that is later
+ * served wrong.
+ */
+#ifndef CFS_CACHE_H
+#define CFS_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../src/buf.h"
+#include "../src/error.h"
+
+typedef struct cfs_cache cfs_cache;
+
+/* Produces the bytes of a missing entry (appends to out); -1 with err on failure. */
+typedef int (*cfs_cache_producer)(void *ctx, cfs_buf *out, cfs_err *err);
+
+typedef struct cfs_cache_stats {
+    uint64_t hits, misses, produced, evicted;
+    uint64_t bytes, entries;
+} cfs_cache_stats;
+
+cfs_cache *cfs_cache_open(const char *dir, uint64_t max_bytes, cfs_err *err);
+void cfs_cache_close(cfs_cache *c);
+
+/*
+ * The bytes of key: from the cache, or made by produce (once, however many threads ask at the
+ * same moment) and then stored. An entry larger than the bound is produced and returned but not
+ * stored. out receives the bytes.
+ */
+int cfs_cache_get(cfs_cache *c, const void *key, size_t key_len, cfs_cache_producer produce,
+                  void *ctx, cfs_buf *out, cfs_err *err);
+/* The size of key's entry if cached (no production); -1 if absent. */
+int64_t cfs_cache_size(cfs_cache *c, const void *key, size_t key_len);
+void cfs_cache_stats_get(cfs_cache *c, cfs_cache_stats *out);
+
+#endif
