@@ -5,18 +5,23 @@
 #include <string.h>
 
 #include "config.h"
+#include "../fuse/mount.h"
 #include "export.h"
 #include "inspect.h"
 #include "options.h"
 
 static const char usage[] =
-    "Usage: cellucid-fs export [-o OPT[,OPT...]] [--force] SRC OUT\n"
+    "Usage: cellucid-fs mount [-f] [-d] [-o OPT[,OPT...]] SRC MNT\n"
+    "       cellucid-fs export [-o OPT[,OPT...]] [--force] SRC OUT\n"
     "       cellucid-fs inspect [--json] FILE...\n"
     "       cellucid-fs --help | --version\n"
     "\n"
     "Presents single-cell files (.h5ad) as consolidated AnnData Zarr v2 stores.\n"
     "\n"
     "Commands:\n"
+    "  mount SRC MNT    serve the same stores and datasets.json read-only on the folder MNT,\n"
+    "                   chunks made on first read and kept in an on-disk cache;\n"
+    "                   unmount with fusermount3 -u MNT\n"
     "  export SRC OUT   write one <id>.zarr/ store per input in SRC (a file or a folder)\n"
     "                   and a datasets.json catalog into the new folder OUT\n"
     "  inspect FILE...  show what each input holds and what would be left out\n"
@@ -28,6 +33,11 @@ static const char usage[] =
     "  -o order=original   cells in source order, every element in its source encoding\n"
     "  -o priority_seed=N  seed of the priority order (0 to 2^64-1, default 0)\n"
     "  -o memory=SIZE      memory budget of the layout engine (e.g. 256M, 2G; default 512M)\n"
+    "  -o cache_dir=DIR    the chunk cache (mount; default $XDG_CACHE_HOME/cellucid-fs,\n"
+    "                      /var/cache/cellucid-fs for root)\n"
+    "  -o cache_size=SIZE  the cache's hard size bound (mount; default 10G)\n"
+    "  -o OPT              other options go to FUSE (mount: allow_other, ...)\n"
+    "  -f, -d              stay in the foreground; -d also prints FUSE requests (mount)\n"
     "  --force             replace an existing OUT (export)\n"
     "  --json              machine-readable output (inspect)\n"
     "\n"
@@ -36,7 +46,7 @@ static const char usage[] =
 
 typedef struct cli {
     cfs_options opts;
-    bool force, json;
+    bool force, json, foreground, debug;
     char **args;
     int nargs;
 } cli;
@@ -45,6 +55,7 @@ typedef struct cli {
 static int parse_cli(cli *c, int argc, char **argv, cfs_err *err)
 {
     cfs_options_init(&c->opts);
+    c->opts.pass_unknown = strcmp(argv[1], "mount") == 0;
     c->args = calloc((size_t)argc + 1, sizeof *c->args);
     if (!c->args)
         return cfs_err_set(err, "out of memory");
@@ -60,6 +71,10 @@ static int parse_cli(cli *c, int argc, char **argv, cfs_err *err)
                 return -1;
         } else if (strcmp(a, "--force") == 0) {
             c->force = true;
+        } else if (c->opts.pass_unknown && strcmp(a, "-f") == 0) {
+            c->foreground = true;
+        } else if (c->opts.pass_unknown && strcmp(a, "-d") == 0) {
+            c->debug = true;
         } else if (strcmp(a, "--json") == 0) {
             c->json = true;
         } else if (strcmp(a, "--") == 0) {
@@ -89,6 +104,15 @@ static int run_export(cli *c)
     return rc;
 }
 
+static int run_mount(cli *c)
+{
+    if (c->nargs != 2) {
+        fprintf(stderr, "cellucid-fs: mount needs SRC and MNT\n%s", usage);
+        return 1;
+    }
+    return cfs_fuse_mount(c->args[0], c->args[1], &c->opts, c->foreground, c->debug);
+}
+
 static int run_inspect(cli *c)
 {
     if (c->nargs < 1) {
@@ -112,8 +136,8 @@ int main(int argc, char **argv)
         printf("cellucid-fs %s\n", PACKAGE_VERSION);
         return 0;
     }
-    bool is_export = strcmp(argv[1], "export") == 0;
-    if (!is_export && strcmp(argv[1], "inspect") != 0) {
+    bool is_export = strcmp(argv[1], "export") == 0, is_mount = strcmp(argv[1], "mount") == 0;
+    if (!is_export && !is_mount && strcmp(argv[1], "inspect") != 0) {
         fprintf(stderr, "cellucid-fs: unknown command '%s'\n%s", argv[1], usage);
         return 1;
     }
@@ -124,7 +148,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);
         rc = 1;
     } else {
-        rc = is_export ? run_export(&c) : run_inspect(&c);
+        rc = is_export ? run_export(&c) : is_mount ? run_mount(&c) : run_inspect(&c);
     }
     free(c.args);
     return rc;

@@ -11,6 +11,7 @@ void cfs_options_init(cfs_options *o)
     o->codec = CFS_CODEC_BLOSC_LZ4;
     o->layout.order = CFS_ORDER_PRIORITY;
     o->layout.memory = CFS_LAYOUT_DEFAULT_MEMORY;
+    o->cache_size = CFS_DEFAULT_CACHE_SIZE;
 }
 
 /* Decimal digits only: strtoull alone would take "-1" as 2^64-1 and " 7" as 7. */
@@ -37,25 +38,51 @@ static int set_seed(cfs_options *o, const char *value, cfs_err *err)
 }
 
 /* SIZE: a number of bytes with an optional K, M or G suffix (powers of 1024). */
-static int set_memory(cfs_options *o, const char *value, cfs_err *err)
+static int parse_size(const char *value, uint64_t *out)
 {
     char digits[32];
     size_t n = strlen(value);
     uint64_t unit = 1, v;
-    if (n > 0 && n < sizeof digits) {
-        memcpy(digits, value, n + 1);
-        char last = digits[n - 1];
-        if (last == 'K' || last == 'k' || last == 'M' || last == 'm' || last == 'G' || last == 'g') {
-            unit = last == 'K' || last == 'k' ? 1u << 10 : last == 'M' || last == 'm' ? 1u << 20
-                                                                                      : 1u << 30;
-            digits[n - 1] = '\0';
-        }
-        if (parse_u64(digits, &v) == 0 && v <= UINT64_MAX / unit && v * unit >= (4u << 20)) {
-            o->layout.memory = v * unit;
-            return 0;
-        }
+    if (n == 0 || n >= sizeof digits)
+        return -1;
+    memcpy(digits, value, n + 1);
+    char last = digits[n - 1];
+    if (last == 'K' || last == 'k' || last == 'M' || last == 'm' || last == 'G' || last == 'g') {
+        unit = last == 'K' || last == 'k' ? 1u << 10 : last == 'M' || last == 'm' ? 1u << 20
+                                                                                  : 1u << 30;
+        digits[n - 1] = '\0';
     }
-    return cfs_err_set(err, "memory=%s: not a size of at least 4M (e.g. 256M, 2G)", value);
+    if (parse_u64(digits, &v) < 0 || v > UINT64_MAX / unit)
+        return -1;
+    *out = v * unit;
+    return 0;
+}
+
+static int set_memory(cfs_options *o, const char *value, cfs_err *err)
+{
+    uint64_t v;
+    if (parse_size(value, &v) < 0 || v < (4u << 20))
+        return cfs_err_set(err, "memory=%s: not a size of at least 4M (e.g. 256M, 2G)", value);
+    o->layout.memory = v;
+    return 0;
+}
+
+static int set_cache_size(cfs_options *o, const char *value, cfs_err *err)
+{
+    uint64_t v;
+    if (parse_size(value, &v) < 0 || v < (1u << 20))
+        return cfs_err_set(err, "cache_size=%s: not a size of at least 1M (e.g. 512M, 20G)",
+                           value);
+    o->cache_size = v;
+    return 0;
+}
+
+static int set_cache_dir(cfs_options *o, const char *value, cfs_err *err)
+{
+    if (!*value || strlen(value) >= sizeof o->cache_dir)
+        return cfs_err_set(err, "cache_dir=%s: needs a folder path", value);
+    strcpy(o->cache_dir, value);
+    return 0;
 }
 
 static int set_compressor(cfs_options *o, const char *value, cfs_err *err)
@@ -87,17 +114,37 @@ static const struct {
     {"order", set_order},
     {"priority_seed", set_seed},
     {"memory", set_memory},
+    {"cache_dir", set_cache_dir},
+    {"cache_size", set_cache_size},
 };
+
+/* Options this program does not know are libfuse's when mounting (allow_other, ...). */
+static int pass_to_fuse(cfs_options *o, const char *item, const char *value, cfs_err *err)
+{
+    size_t have = strlen(o->fuse_opts);
+    int n = snprintf(o->fuse_opts + have, sizeof o->fuse_opts - have, "%s%s%s%s",
+                     have ? "," : "", item, value ? "=" : "", value ? value : "");
+    if (n < 0 || (size_t)n >= sizeof o->fuse_opts - have)
+        return cfs_err_set(err, "too many mount options");
+    return 0;
+}
 
 static int parse_one(cfs_options *o, char *item, cfs_err *err)
 {
     char *eq = strchr(item, '=');
+    if (eq)
+        *eq = '\0';
+    for (size_t i = 0; i < sizeof option_table / sizeof option_table[0]; i++) {
+        if (strcmp(item, option_table[i].name) != 0)
+            continue;
+        if (!eq)
+            return cfs_err_set(err, "option '%s' needs a value (name=value)", item);
+        return option_table[i].set(o, eq + 1, err);
+    }
+    if (o->pass_unknown)
+        return pass_to_fuse(o, item, eq ? eq + 1 : NULL, err);
     if (!eq)
         return cfs_err_set(err, "option '%s' needs a value (name=value)", item);
-    *eq = '\0';
-    for (size_t i = 0; i < sizeof option_table / sizeof option_table[0]; i++)
-        if (strcmp(item, option_table[i].name) == 0)
-            return option_table[i].set(o, eq + 1, err);
     return cfs_err_set(err, "unknown option '%s' (see cellucid-fs --help)", item);
 }
 

@@ -1,0 +1,284 @@
+/*
+ * Kernel requests to volume nodes, through libfuse's low-level API: stable inode numbers, long
+ * entry and attribute timeouts (content is immutable per source version), cached negative
+ * lookups (clients probe for keys that do not exist), keep_cache, read-only.
+ */
+#define FUSE_USE_VERSION 312
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../cache/cache.h"
+#include "../src/volume.h"
+#include "mount.h"
+
+enum { LONG_TIMEOUT = 86400 };
+
+static cfs_volume *volume_of(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+static void to_stat(const cfs_vattr *a, struct stat *st)
+{
+    memset(st, 0, sizeof *st);
+    st->st_ino = a->ino;
+    st->st_mode = a->is_dir ? S_IFDIR | 0555 : S_IFREG | 0444;
+    st->st_nlink = a->is_dir ? 2 : 1;
+    st->st_size = (off_t)a->size;
+    st->st_blksize = 65536;
+    st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+    st->st_mtim = st->st_ctim = st->st_atim = a->mtime;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    cfs_vattr a;
+    cfs_err err = {{0}};
+    int rc = cfs_volume_lookup(volume_of(req), parent, name, &a, &err);
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    if (rc == -ENOENT) {
+        /* A negative entry: ino 0 with a timeout makes the kernel remember the 404. */
+        e.entry_timeout = LONG_TIMEOUT;
+        fuse_reply_entry(req, &e);
+        return;
+    }
+    if (rc < 0) {
+        if (rc == -EIO)
+            fprintf(stderr, "cellucid-fs: %s: %s\n", name, err.msg);
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    e.ino = a.ino;
+    e.generation = 1;
+    to_stat(&a, &e.attr);
+    e.attr_timeout = e.entry_timeout = a.volatile_size ? 0 : LONG_TIMEOUT;
+    fuse_reply_entry(req, &e);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    cfs_vattr a;
+    if (cfs_volume_getattr(volume_of(req), ino, &a) < 0) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    struct stat st;
+    to_stat(&a, &st);
+    fuse_reply_attr(req, &st, a.volatile_size ? 0 : LONG_TIMEOUT);
+}
+
+typedef struct dir_fill {
+    fuse_req_t req;
+    char *buf;
+    size_t size, used;
+} dir_fill;
+
+static int emit_entry(void *ctx, const char *name, uint64_t ino, bool is_dir, uint64_t next)
+{
+    dir_fill *f = ctx;
+    struct stat st = {.st_ino = ino, .st_mode = is_dir ? S_IFDIR : S_IFREG};
+    size_t need = fuse_add_direntry(f->req, NULL, 0, name, NULL, 0);
+    if (f->used + need > f->size)
+        return 1;
+    fuse_add_direntry(f->req, f->buf + f->used, f->size - f->used, name, &st, (off_t)next);
+    f->used += need;
+    return 0;
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    (void)fi;
+    dir_fill f = {req, malloc(size), size, 0};
+    if (!f.buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    int rc = cfs_volume_readdir(volume_of(req), ino, (uint64_t)off, emit_entry, &f);
+    if (rc < 0)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_buf(req, f.buf, f.used);
+    free(f.buf);
+}
+
+/* A file's bytes are read whole at open (chunks are at most a few MiB) and served from there. */
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    cfs_buf *b = calloc(1, sizeof *b);
+    cfs_err err = {{0}};
+    cfs_vattr a;
+    if (!b || cfs_volume_getattr(volume_of(req), ino, &a) < 0 ||
+        cfs_volume_read_all(volume_of(req), ino, b, &err) < 0) {
+        if (err.msg[0])
+            fprintf(stderr, "cellucid-fs: inode %llu: %s\n", (unsigned long long)ino, err.msg);
+        if (b)
+            cfs_buf_free(b);
+        free(b);
+        fuse_reply_err(req, b ? EIO : ENOMEM);
+        return;
+    }
+    fi->fh = (uint64_t)(uintptr_t)b;
+    fi->keep_cache = !a.volatile_size;
+    fi->direct_io = a.volatile_size;
+    fuse_reply_open(req, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    (void)ino;
+    const cfs_buf *b = (const cfs_buf *)(uintptr_t)fi->fh;
+    size_t start = (size_t)off < b->len ? (size_t)off : b->len;
+    size_t n = b->len - start < size ? b->len - start : size;
+    fuse_reply_buf(req, (const char *)b->data + start, n);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    cfs_buf *b = (cfs_buf *)(uintptr_t)fi->fh;
+    cfs_buf_free(b);
+    free(b);
+    fuse_reply_err(req, 0);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    (void)userdata;
+    /* readdirplus would make the kernel stat every listed chunk, forcing its synthesis. */
+    conn->want &= ~(unsigned)(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+    conn->want |= FUSE_CAP_ASYNC_READ;
+    conn->max_read = 1 << 20;    /* must equal the max_read mount option */
+}
+
+static const struct fuse_lowlevel_ops ops = {
+    .init = op_init,
+    .lookup = op_lookup,
+    .getattr = op_getattr,
+    .readdir = op_readdir,
+    .open = op_open,
+    .read = op_read,
+    .release = op_release,
+};
+
+/* $XDG_CACHE_HOME/cellucid-fs, or /var/cache/cellucid-fs for root, else ~/.cache/... */
+static void default_cache_dir(char *buf, size_t len)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    if (xdg && *xdg) {
+        snprintf(buf, len, "%s/cellucid-fs", xdg);
+    } else if (geteuid() == 0) {
+        snprintf(buf, len, "/var/cache/cellucid-fs");
+    } else {
+        const char *home = getenv("HOME");
+        snprintf(buf, len, "%s/.cache/cellucid-fs", home && *home ? home : "/tmp");
+    }
+}
+
+static int check_paths(const char *src, const char *mnt)
+{
+    struct stat st;
+    if (stat(src, &st) < 0) {
+        fprintf(stderr, "cellucid-fs: %s: cannot be read: %s\n", src, strerror(errno));
+        return -1;
+    }
+    if (stat(mnt, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "cellucid-fs: %s: the mount point must be an existing folder\n", mnt);
+        return -1;
+    }
+    char rs[PATH_MAX], rm[PATH_MAX];
+    if (realpath(src, rs) && realpath(mnt, rm) && strncmp(rm, rs, strlen(rs)) == 0 &&
+        (rm[strlen(rs)] == '/' || rm[strlen(rs)] == '\0')) {
+        fprintf(stderr, "cellucid-fs: %s is inside the source %s; mount it elsewhere\n", mnt, src);
+        return -1;
+    }
+    return 0;
+}
+
+static struct fuse_session *new_session(const char *fuse_opts, bool debug, cfs_volume *vol)
+{
+    char opts[1200];
+    snprintf(opts, sizeof opts, "ro,fsname=cellucid-fs,subtype=cellucid-fs,max_read=1048576%s%s",
+             fuse_opts[0] ? "," : "", fuse_opts);
+    char *argv[] = {"cellucid-fs", "-o", opts, debug ? "-d" : NULL, NULL};
+    struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, argv);
+    return fuse_session_new(&args, &ops, sizeof ops, vol);
+}
+
+static int serve(struct fuse_session *se)
+{
+    struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+    if (!cfg)
+        return -1;
+    fuse_loop_cfg_set_clone_fd(cfg, 0);
+    fuse_loop_cfg_set_max_threads(cfg, 16);
+    int rc = fuse_session_loop_mt(se, cfg);
+    fuse_loop_cfg_destroy(cfg);
+    return rc;
+}
+
+int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bool foreground,
+                   bool debug)
+{
+    if (check_paths(src, mnt) < 0)
+        return 1;
+    char cache_dir[4096], work[4200];
+    if (opts->cache_dir[0])
+        snprintf(cache_dir, sizeof cache_dir, "%s", opts->cache_dir);
+    else
+        default_cache_dir(cache_dir, sizeof cache_dir);
+    snprintf(work, sizeof work, "%s/work", cache_dir);
+    /* Everything that can fail loudly happens before the daemon detaches from the terminal. */
+    cfs_err err = {{0}};
+    cfs_cache *probe = cfs_cache_open(cache_dir, opts->cache_size, &err);
+    if (!probe) {
+        fprintf(stderr, "cellucid-fs: %s\n", err.msg);
+        return 1;
+    }
+    cfs_cache_close(probe);
+    mkdir(work, 0700);
+    cfs_volume *vol = cfs_volume_open(src, opts, NULL, work, stderr, &err);
+    if (!vol) {
+        fprintf(stderr, "cellucid-fs: %s\n", err.msg);
+        return 1;
+    }
+    struct fuse_session *se = new_session(opts->fuse_opts, debug, vol);
+    int status = 1;
+    if (se && fuse_set_signal_handlers(se) == 0) {
+        if (fuse_session_mount(se, mnt) == 0) {
+            fuse_daemonize(foreground || debug);
+            /* SQLite connections must not cross a fork: the daemon opens its own. */
+            cfs_cache *cache = cfs_cache_open(cache_dir, opts->cache_size, &err);
+            if (cache) {
+                cfs_volume_set_cache(vol, cache);
+                status = serve(se) == 0 ? 0 : 1;
+            } else {
+                fprintf(stderr, "cellucid-fs: %s\n", err.msg);
+            }
+            fuse_session_unmount(se);
+            cfs_volume_close(vol);
+            vol = NULL;
+            cfs_cache_close(cache);
+        }
+        fuse_remove_signal_handlers(se);
+    }
+    if (se)
+        fuse_session_destroy(se);
+    cfs_volume_close(vol);
+    return status;
+}

@@ -1,0 +1,545 @@
+#include "volume.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "catalog.h"
+#include "chunking.h"
+#include "prepare.h"
+#include "sources.h"
+#include "store.h"
+
+typedef enum vn_kind { VN_ROOT, VN_CATALOG, VN_STATUS, VN_DIR, VN_DOC, VN_CHUNK } vn_kind;
+
+typedef struct vnode {
+    vn_kind kind;
+    uint32_t ds;            /* prepared dataset index */
+    uint32_t node;          /* store node index (VN_DIR, VN_DOC, VN_CHUNK) */
+    uint64_t chunk;
+    char *name;
+    char *text;             /* VN_CATALOG and VN_DOC: the bytes */
+    uint64_t size;
+    uint64_t *children;     /* folders (not chunks): inos, in listing order */
+    size_t nchildren;
+    uint64_t parent;
+} vnode;
+
+typedef struct chunk_slot {
+    uint64_t key;           /* (ds, node, chunk) hashed */
+    uint32_t ds, node;
+    uint64_t chunk;
+    uint64_t ino;
+} chunk_slot;
+
+struct cfs_volume {
+    pthread_mutex_t lock;   /* guards the node table and the chunk map */
+    vnode *v;
+    size_t n, cap;
+    chunk_slot *map;
+    size_t map_cap, map_len;
+    cfs_source_list sources;
+    cfs_prepared_set set;
+    cfs_store **stores;
+    char **identity;        /* per dataset: the cache key prefix (source version + options) */
+    struct timespec *mtime;
+    cfs_cache *cache;
+    cfs_options opts;
+};
+
+static uint64_t add_vnode(cfs_volume *v, vnode n)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 256;
+        vnode *grown = realloc(v->v, cap * sizeof *grown);
+        if (!grown)
+            return 0;
+        v->v = grown;
+        v->cap = cap;
+    }
+    v->v[v->n++] = n;
+    return v->n;            /* ino = index + 1; 1 is the root */
+}
+
+static int add_child(cfs_volume *v, uint64_t parent, uint64_t child)
+{
+    vnode *p = &v->v[parent - 1];
+    uint64_t *grown = realloc(p->children, (p->nchildren + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    p->children = grown;
+    p->children[p->nchildren++] = child;
+    return 0;
+}
+
+static uint64_t add_file(cfs_volume *v, uint64_t parent, vnode n)
+{
+    n.parent = parent;
+    uint64_t ino = n.name ? add_vnode(v, n) : 0;
+    if (!ino || add_child(v, parent, ino) < 0) {
+        free(n.name);
+        free(n.text);
+        return 0;
+    }
+    return ino;
+}
+
+static uint64_t add_doc(cfs_volume *v, uint64_t parent, uint32_t ds, uint32_t node,
+                        const char *name, char *text)
+{
+    if (!text)
+        return 0;
+    vnode n = {.kind = VN_DOC, .ds = ds, .node = node, .name = strdup(name), .text = text,
+               .size = strlen(text)};
+    return add_file(v, parent, n);
+}
+
+static const char *last_component(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* One dataset's store as folders and metadata files; chunk files appear at lookup. */
+static int add_store(cfs_volume *v, uint32_t ds, const char *id)
+{
+    const cfs_store *st = v->stores[ds];
+    uint64_t *dir_of = calloc(st->nnodes, sizeof *dir_of);
+    if (!dir_of)
+        return -1;
+    for (uint32_t i = 0; i < st->nnodes; i++) {
+        const cfs_store_node *sn = &st->nodes[i];
+        uint64_t parent = CFS_VOLUME_ROOT;
+        char *name;
+        if (sn->path[0] == '\0') {
+            name = malloc(strlen(id) + sizeof ".zarr");
+            if (name)
+                sprintf(name, "%s.zarr", id);
+        } else {
+            /* The parent is the node whose path is this one's prefix: nodes come parents first. */
+            const char *slash = strrchr(sn->path, '/');
+            size_t plen = slash ? (size_t)(slash - sn->path) : 0;
+            for (uint32_t k = i; k-- > 0;)
+                if (strlen(st->nodes[k].path) == plen &&
+                    strncmp(st->nodes[k].path, sn->path, plen) == 0) {
+                    parent = dir_of[k];
+                    break;
+                }
+            name = strdup(last_component(sn->path));
+        }
+        vnode d = {.kind = VN_DIR, .ds = ds, .node = i, .name = name};
+        if (!(dir_of[i] = add_file(v, parent, d)))
+            break;
+        if (!add_doc(v, dir_of[i], ds, i, ".zattrs", cfs_store_doc(sn, CFS_DOC_ZATTRS)) ||
+            !add_doc(v, dir_of[i], ds, i, sn->is_array ? ".zarray" : ".zgroup",
+                     cfs_store_doc(sn, sn->is_array ? CFS_DOC_ZARRAY : CFS_DOC_ZGROUP)) ||
+            (i == 0 && !add_doc(v, dir_of[i], ds, i, ".zmetadata", cfs_store_zmetadata(st)))) {
+            dir_of[i] = 0;
+            break;
+        }
+    }
+    int ok = st->nnodes == 0 || dir_of[st->nnodes - 1] != 0;
+    free(dir_of);
+    return ok ? 0 : -1;
+}
+
+/* The cache key prefix: which bytes a chunk has depends on the source version and options. */
+static char *identity_of(const cfs_prepared *p, const cfs_options *o, struct timespec *mtime)
+{
+    struct stat sb;
+    if (stat(p->source, &sb) < 0)
+        return NULL;
+    *mtime = sb.st_mtim;
+    char *s = malloc(512 + strlen(p->source) + strlen(p->id));
+    if (s)
+        sprintf(s, "v1|%llu:%llu:%lld:%lld.%09ld|%s|%s|%d|%llu|", (unsigned long long)sb.st_dev,
+                (unsigned long long)sb.st_ino, (long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
+                sb.st_mtim.tv_nsec, p->id, cfs_codec_name(o->codec), (int)o->layout.order,
+                (unsigned long long)o->layout.seed);
+    return s;
+}
+
+static char *catalog_text(const cfs_volume *v)
+{
+    char **ids = calloc(v->set.n + 1, sizeof *ids);
+    size_t k = 0;
+    for (size_t i = 0; ids && i < v->set.n; i++)
+        if (v->stores[i] && v->set.items[i].embedding)
+            ids[k++] = v->set.items[i].id;
+    char *text = ids ? cfs_catalog_json(ids, k) : NULL;
+    free(ids);
+    return text;
+}
+
+static int build(cfs_volume *v, FILE *log, cfs_err *err)
+{
+    vnode root = {.kind = VN_ROOT, .name = strdup("")};
+    if (!root.name || add_vnode(v, root) != CFS_VOLUME_ROOT)
+        return cfs_err_set(err, "out of memory");
+    v->stores = calloc(v->set.n + 1, sizeof *v->stores);
+    v->identity = calloc(v->set.n + 1, sizeof *v->identity);
+    v->mtime = calloc(v->set.n + 1, sizeof *v->mtime);
+    if (!v->stores || !v->identity || !v->mtime)
+        return cfs_err_set(err, "out of memory");
+    cfs_store_opts sopts = {v->opts.codec};
+    for (uint32_t i = 0; i < v->set.n; i++) {
+        cfs_prepared *p = &v->set.items[i];
+        cfs_err e = {{0}};
+        if (p->ds && !(v->stores[i] = cfs_store_new(p->ds, &sopts, &e)))
+            cfs_prepared_refuse(p, e.msg);
+        if (v->stores[i] && !(v->identity[i] = identity_of(p, &v->opts, &v->mtime[i]))) {
+            cfs_store_free(v->stores[i]);
+            v->stores[i] = NULL;
+            cfs_prepared_refuse(p, "the source vanished while it was opened");
+        }
+        cfs_prepared_report(p, log);
+    }
+    vnode cat = {.kind = VN_CATALOG, .name = strdup("datasets.json"), .text = catalog_text(v)};
+    vnode status = {.kind = VN_STATUS, .name = strdup("status.json")};
+    if (!cat.text || !add_file(v, CFS_VOLUME_ROOT, (cat.size = strlen(cat.text), cat)) ||
+        !add_file(v, CFS_VOLUME_ROOT, status))
+        return cfs_err_set(err, "out of memory");
+    for (uint32_t i = 0; i < v->set.n; i++)
+        if (v->stores[i] && add_store(v, i, v->set.items[i].id) < 0)
+            return cfs_err_set(err, "out of memory");
+    return 0;
+}
+
+void cfs_volume_set_cache(cfs_volume *v, cfs_cache *cache)
+{
+    v->cache = cache;
+}
+
+cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache *cache,
+                            const char *workdir, FILE *log, cfs_err *err)
+{
+    cfs_volume *v = calloc(1, sizeof *v);
+    if (!v) {
+        cfs_err_set(err, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&v->lock, NULL);
+    v->cache = cache;
+    v->opts = *opts;
+    v->opts.layout.workdir = workdir;
+    if (cfs_sources_list(src, &v->sources, err) < 0 ||
+        cfs_prepare(&v->sources, &v->opts, &v->set, err) < 0 || build(v, log, err) < 0) {
+        cfs_volume_close(v);
+        return NULL;
+    }
+    return v;
+}
+
+void cfs_volume_close(cfs_volume *v)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < v->n; i++) {
+        free(v->v[i].name);
+        free(v->v[i].text);
+        free(v->v[i].children);
+    }
+    free(v->v);
+    free(v->map);
+    for (size_t i = 0; v->stores && i < v->set.n; i++) {
+        cfs_store_free(v->stores[i]);
+        free(v->identity[i]);
+    }
+    free(v->stores);
+    free(v->identity);
+    free(v->mtime);
+    cfs_prepared_set_free(&v->set);
+    cfs_sources_free(&v->sources);
+    pthread_mutex_destroy(&v->lock);
+    free(v);
+}
+
+/* ---- attributes and lookup --------------------------------------------------------------- */
+
+static void attr_of(const cfs_volume *v, uint64_t ino, cfs_vattr *a)
+{
+    const vnode *n = &v->v[ino - 1];
+    memset(a, 0, sizeof *a);
+    a->ino = ino;
+    a->is_dir = n->kind == VN_ROOT || n->kind == VN_DIR;
+    a->size = n->size;
+    a->volatile_size = n->kind == VN_STATUS;
+    /* Per source version: an ETag (mtime + size) changes exactly when the source does. */
+    if (n->kind == VN_DIR || n->kind == VN_DOC || n->kind == VN_CHUNK)
+        a->mtime = v->mtime[n->ds];
+}
+
+static uint64_t slot_hash(uint32_t ds, uint32_t node, uint64_t chunk)
+{
+    uint64_t h = ((uint64_t)ds << 40) ^ ((uint64_t)node << 20) ^ chunk;
+    h ^= h >> 33;
+    h *= UINT64_C(0xff51afd7ed558ccd);
+    return h ^ (h >> 33);
+}
+
+static uint64_t map_find(const cfs_volume *v, uint32_t ds, uint32_t node, uint64_t chunk)
+{
+    if (!v->map_cap)
+        return 0;
+    uint64_t h = slot_hash(ds, node, chunk);
+    for (size_t i = h & (v->map_cap - 1);; i = (i + 1) & (v->map_cap - 1)) {
+        const chunk_slot *s = &v->map[i];
+        if (!s->ino)
+            return 0;
+        if (s->key == h && s->ds == ds && s->node == node && s->chunk == chunk)
+            return s->ino;
+    }
+}
+
+static int map_put(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t chunk, uint64_t ino)
+{
+    if (2 * (v->map_len + 1) > v->map_cap) {
+        size_t cap = v->map_cap ? v->map_cap * 2 : 1024;
+        chunk_slot *fresh = calloc(cap, sizeof *fresh);
+        if (!fresh)
+            return -1;
+        for (size_t i = 0; i < v->map_cap; i++) {
+            chunk_slot s = v->map[i];
+            if (!s.ino)
+                continue;
+            size_t j = s.key & (cap - 1);
+            while (fresh[j].ino)
+                j = (j + 1) & (cap - 1);
+            fresh[j] = s;
+        }
+        free(v->map);
+        v->map = fresh;
+        v->map_cap = cap;
+    }
+    uint64_t h = slot_hash(ds, node, chunk);
+    size_t i = h & (v->map_cap - 1);
+    while (v->map[i].ino)
+        i = (i + 1) & (v->map_cap - 1);
+    v->map[i] = (chunk_slot){h, ds, node, chunk, ino};
+    v->map_len++;
+    return 0;
+}
+
+typedef struct chunk_job_ctx {
+    const cfs_store *st;
+    const cfs_store_node *node;
+    uint64_t idx;
+} chunk_job_ctx;
+
+static int produce_chunk(void *ctx, cfs_buf *out, cfs_err *err)
+{
+    chunk_job_ctx *c = ctx;
+    return cfs_store_chunk(c->st, c->node, c->idx, out, err);
+}
+
+static char *chunk_cache_key(const cfs_volume *v, uint32_t ds, const cfs_store_node *sn,
+                             uint64_t idx, size_t *len)
+{
+    size_t n = strlen(v->identity[ds]) + strlen(sn->path) + 32;
+    char *key = malloc(n);
+    if (key)
+        *len = (size_t)snprintf(key, n, "%s%s|%llu", v->identity[ds], sn->path,
+                                (unsigned long long)idx);
+    return key;
+}
+
+static int chunk_bytes(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, cfs_buf *out,
+                       cfs_err *err)
+{
+    const cfs_store_node *sn = &v->stores[ds]->nodes[node];
+    size_t klen;
+    char *key = chunk_cache_key(v, ds, sn, idx, &klen);
+    if (!key)
+        return cfs_err_set(err, "out of memory");
+    chunk_job_ctx ctx = {v->stores[ds], sn, idx};
+    int rc = cfs_cache_get(v->cache, key, klen, produce_chunk, &ctx, out, err);
+    free(key);
+    return rc;
+}
+
+/* A chunk file comes to exist at its first lookup: its bytes are made then (through the cache,
+ * once however many ask), so the size the kernel learns is exact. */
+static int lookup_chunk(cfs_volume *v, uint32_t ds, uint32_t node, const char *name,
+                        cfs_vattr *out, cfs_err *err)
+{
+    const cfs_store_node *sn = &v->stores[ds]->nodes[node];
+    uint64_t idx;
+    if (cfs_chunk_parse_key(sn->ndim, sn->grid, name, &idx) < 0)
+        return -ENOENT;
+    pthread_mutex_lock(&v->lock);
+    uint64_t ino = map_find(v, ds, node, idx);
+    if (ino)
+        attr_of(v, ino, out);
+    pthread_mutex_unlock(&v->lock);
+    if (ino)
+        return 0;
+    cfs_buf bytes = {0};
+    int rc = chunk_bytes(v, ds, node, idx, &bytes, err);
+    uint64_t size = bytes.len;
+    cfs_buf_free(&bytes);
+    if (rc < 0)
+        return -EIO;
+    pthread_mutex_lock(&v->lock);
+    ino = map_find(v, ds, node, idx);
+    if (!ino) {
+        vnode c = {.kind = VN_CHUNK, .ds = ds, .node = node, .chunk = idx, .size = size,
+                   .name = strdup(name)};
+        ino = c.name ? add_vnode(v, c) : 0;
+        if (ino && map_put(v, ds, node, idx, ino) < 0)
+            ino = 0;
+    }
+    if (ino)
+        attr_of(v, ino, out);
+    pthread_mutex_unlock(&v->lock);
+    return ino ? 0 : (cfs_err_set(err, "out of memory"), -EIO);
+}
+
+int cfs_volume_lookup(cfs_volume *v, uint64_t parent, const char *name, cfs_vattr *out,
+                      cfs_err *err)
+{
+    pthread_mutex_lock(&v->lock);
+    if (parent == 0 || parent > v->n) {
+        pthread_mutex_unlock(&v->lock);
+        return -ENOENT;
+    }
+    const vnode *p = &v->v[parent - 1];
+    if (p->kind != VN_ROOT && p->kind != VN_DIR) {
+        pthread_mutex_unlock(&v->lock);
+        return -ENOTDIR;
+    }
+    for (size_t i = 0; i < p->nchildren; i++) {
+        if (strcmp(v->v[p->children[i] - 1].name, name) == 0) {
+            attr_of(v, p->children[i], out);
+            pthread_mutex_unlock(&v->lock);
+            return 0;
+        }
+    }
+    bool array = p->kind == VN_DIR && v->stores[p->ds]->nodes[p->node].is_array;
+    uint32_t ds = p->ds, node = p->node;
+    pthread_mutex_unlock(&v->lock);
+    return array ? lookup_chunk(v, ds, node, name, out, err) : -ENOENT;
+}
+
+int cfs_volume_getattr(cfs_volume *v, uint64_t ino, cfs_vattr *out)
+{
+    pthread_mutex_lock(&v->lock);
+    int ok = ino >= 1 && ino <= v->n;
+    if (ok)
+        attr_of(v, ino, out);
+    bool status = ok && v->v[ino - 1].kind == VN_STATUS;
+    pthread_mutex_unlock(&v->lock);
+    if (status) {
+        cfs_buf b = {0};
+        cfs_err err;
+        if (cfs_volume_read_all(v, ino, &b, &err) == 0)
+            out->size = b.len;
+        cfs_buf_free(&b);
+    }
+    return ok ? 0 : -ENOENT;
+}
+
+/* ---- listing and content ----------------------------------------------------------------- */
+
+int cfs_volume_readdir(cfs_volume *v, uint64_t ino, uint64_t from,
+                       int (*emit)(void *ctx, const char *name, uint64_t ino, bool is_dir,
+                                   uint64_t next),
+                       void *ctx)
+{
+    pthread_mutex_lock(&v->lock);
+    if (ino < 1 || ino > v->n || (v->v[ino - 1].kind != VN_ROOT && v->v[ino - 1].kind != VN_DIR)) {
+        pthread_mutex_unlock(&v->lock);
+        return -ENOTDIR;
+    }
+    const vnode *d = &v->v[ino - 1];
+    uint64_t parent_ino = d->kind == VN_DIR ? d->parent : ino;
+    uint64_t nfixed = 2 + d->nchildren;
+    const cfs_store_node *sn = d->kind == VN_DIR ? &v->stores[d->ds]->nodes[d->node] : NULL;
+    uint64_t nchunks = sn && sn->is_array ? sn->nchunks : 0;
+    for (uint64_t i = from; i < nfixed + nchunks; i++) {
+        int full;
+        if (i == 0)
+            full = emit(ctx, ".", ino, true, i + 1);
+        else if (i == 1)
+            full = emit(ctx, "..", parent_ino, true, i + 1);
+        else if (i < nfixed) {
+            const vnode *c = &v->v[d->children[i - 2] - 1];
+            full = emit(ctx, c->name, d->children[i - 2], c->kind == VN_DIR, i + 1);
+        } else {
+            /* Chunk names are listed without making them; their inode comes at lookup, so
+             * the listing gives a placeholder number (readdir inodes are informative only). */
+            char key[256];
+            cfs_store_chunk_key(sn, i - nfixed, key, sizeof key);
+            full = emit(ctx, key, (UINT64_C(1) << 62) + i, false, i + 1);
+        }
+        if (full)
+            break;
+    }
+    pthread_mutex_unlock(&v->lock);
+    return 0;
+}
+
+static char *status_text(cfs_volume *v)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < v->set.n; i++) {
+        const cfs_prepared *p = &v->set.items[i];
+        json_t *left = json_array();
+        for (size_t k = 0; p->ds && k < p->ds->nleftout; k++)
+            json_array_append_new(left, json_pack("{s:s, s:s}", "element",
+                                                  p->ds->leftout[k].element, "reason",
+                                                  p->ds->leftout[k].reason));
+        const char *state = p->refused ? "refused" : "ready";
+        json_t *e = json_pack("{s:s, s:s?, s:s?, s:s?, s:s, s:s?, s:b, s:o}", "source",
+                              p->source, "id", p->refused ? NULL : p->id, "format",
+                              p->ds ? p->ds->format : NULL, "version",
+                              p->ds ? p->ds->format_version : NULL, "state", state, "reason",
+                              p->refused, "in_catalog", p->ds && p->embedding, "left_out",
+                              left);
+        if (p->ds && !p->embedding)
+            json_object_set_new(e, "not_in_catalog",
+                                json_string(p->ds->no_embedding_hint
+                                                ? p->ds->no_embedding_hint
+                                                : "no obsm array can be drawn as an embedding"));
+        json_array_append_new(list, e);
+    }
+    cfs_cache_stats cs;
+    cfs_cache_stats_get(v->cache, &cs);
+    json_t *doc = json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "sources", list, "cache",
+                            "hits", (json_int_t)cs.hits, "misses", (json_int_t)cs.misses,
+                            "produced", (json_int_t)cs.produced, "evicted",
+                            (json_int_t)cs.evicted, "bytes", (json_int_t)cs.bytes, "entries",
+                            (json_int_t)cs.entries);
+    char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(doc);
+    return text;
+}
+
+int cfs_volume_read_all(cfs_volume *v, uint64_t ino, cfs_buf *out, cfs_err *err)
+{
+    pthread_mutex_lock(&v->lock);
+    if (ino < 1 || ino > v->n) {
+        pthread_mutex_unlock(&v->lock);
+        return cfs_err_set(err, "no such file");
+    }
+    vnode n = v->v[ino - 1];
+    int rc = 0;
+    if (n.kind == VN_DOC || n.kind == VN_CATALOG)
+        rc = cfs_buf_append(out, n.text, n.size) < 0 ? cfs_err_set(err, "out of memory") : 0;
+    pthread_mutex_unlock(&v->lock);
+    if (n.kind == VN_CHUNK) {
+        rc = chunk_bytes(v, n.ds, n.node, n.chunk, out, err);
+        if (rc == 0 && out->len != n.size)
+            rc = cfs_err_set(err, "chunk %s changed size", n.name);
+    } else if (n.kind == VN_STATUS) {
+        char *text = status_text(v);
+        rc = text && cfs_buf_append(out, text, strlen(text)) == 0 ? 0
+                                                                   : cfs_err_set(err, "out of memory");
+        free(text);
+    } else if (n.kind == VN_ROOT || n.kind == VN_DIR) {
+        rc = cfs_err_set(err, "a folder");
+    }
+    return rc;
+}
