@@ -17,6 +17,7 @@
 
 #include "../cache/cache.h"
 #include "../src/volume.h"
+#include "../src/watch.h"
 #include "mount.h"
 
 enum { LONG_TIMEOUT = 86400 };
@@ -220,6 +221,15 @@ static struct fuse_session *new_session(const char *fuse_opts, bool debug, cfs_v
     return fuse_session_new(&args, &ops, sizeof ops, vol);
 }
 
+/* After a source changes: drop the kernel's cached entry (and data) of what changed. */
+static void invalidate(void *ctx, uint64_t parent, const char *name, uint64_t ino)
+{
+    struct fuse_session *se = ctx;
+    fuse_lowlevel_notify_inval_entry(se, parent, name, strlen(name));
+    if (ino)
+        fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+}
+
 static int serve(struct fuse_session *se)
 {
     struct fuse_loop_config *cfg = fuse_loop_cfg_create();
@@ -264,9 +274,16 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
             fuse_daemonize(foreground || debug);
             /* SQLite connections must not cross a fork: the daemon opens its own. */
             cfs_cache *cache = cfs_cache_open(cache_dir, opts->cache_size, &err);
+            cfs_watch *watch = NULL;
             if (cache) {
                 cfs_volume_set_cache(vol, cache);
+                cfs_volume_on_change(vol, invalidate, se);
+                /* Threads start after the fork: the watcher, then libfuse's workers. */
+                watch = cfs_watch_start(src, vol, &err);
+                if (!watch)
+                    fprintf(stderr, "cellucid-fs: %s (sources are not watched)\n", err.msg);
                 status = serve(se) == 0 ? 0 : 1;
+                cfs_watch_stop(watch);
             } else {
                 fprintf(stderr, "cellucid-fs: %s\n", err.msg);
             }

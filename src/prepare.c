@@ -97,6 +97,14 @@ int cfs_prepare(const cfs_source_list *sources, const cfs_options *opts, cfs_pre
 
 void cfs_prepared_set_free(cfs_prepared_set *set)
 {
+    cfs_prepared_set_free_items(set);
+    free(set->items);
+    set->items = NULL;
+    set->n = 0;
+}
+
+void cfs_prepared_set_free_items(cfs_prepared_set *set)
+{
     for (size_t i = 0; i < set->n; i++) {
         cfs_prepared *p = &set->items[i];
         free(p->source);
@@ -105,9 +113,6 @@ void cfs_prepared_set_free(cfs_prepared_set *set)
         free(p->id);
         free(p->name);
     }
-    free(set->items);
-    set->items = NULL;
-    set->n = 0;
 }
 
 void cfs_prepared_report(const cfs_prepared *p, FILE *log)

@@ -33,6 +33,8 @@ int cfs_prepare(const cfs_source_list *sources, const cfs_options *opts, cfs_pre
 /* Marks one prepared dataset refused (e.g. a chunk could not be produced), freeing its model. */
 void cfs_prepared_refuse(cfs_prepared *p, const char *reason);
 void cfs_prepared_set_free(cfs_prepared_set *set);
+/* Frees what each item owns, not the item array. */
+void cfs_prepared_set_free_items(cfs_prepared_set *set);
 /* Writes the one-line reports (refused, left out, id clashes, not in catalog) to log. */
 void cfs_prepared_report(const cfs_prepared *p, FILE *log);
 

@@ -35,19 +35,34 @@ typedef struct chunk_slot {
     uint64_t ino;
 } chunk_slot;
 
+/* One version of one source. Entries are never freed while mounted: the kernel may still hold
+ * inodes of a replaced version, and they keep serving that version's bytes, never a mix. */
+typedef struct ds_entry {
+    cfs_prepared p;
+    cfs_store *store;           /* NULL when refused */
+    char *identity;             /* the cache key prefix (source version + options) */
+    struct stat version;        /* dev, ino, size, mtime of the source when opened */
+    uint64_t dir_ino;           /* its <id>.zarr folder, 0 if none */
+    bool live;                  /* part of the current tree */
+    int active;                 /* chunk productions running on this version */
+} ds_entry;
+
 struct cfs_volume {
-    pthread_mutex_t lock;   /* guards the node table and the chunk map */
+    pthread_mutex_t lock;   /* guards the node table, the chunk map and the entries */
+    pthread_mutex_t refreshing;
     vnode *v;
     size_t n, cap;
     chunk_slot *map;
     size_t map_cap, map_len;
-    cfs_source_list sources;
-    cfs_prepared_set set;
-    cfs_store **stores;
-    char **identity;        /* per dataset: the cache key prefix (source version + options) */
-    struct timespec *mtime;
+    ds_entry **ds;
+    size_t nds;
+    uint64_t catalog_ino;
+    char *src;
+    FILE *log;
     cfs_cache *cache;
     cfs_options opts;
+    void (*invalidate)(void *ctx, uint64_t parent, const char *name, uint64_t ino);
+    void *invalidate_ctx;
 };
 
 static uint64_t add_vnode(cfs_volume *v, vnode n)
@@ -106,7 +121,7 @@ static const char *last_component(const char *path)
 /* One dataset's store as folders and metadata files; chunk files appear at lookup. */
 static int add_store(cfs_volume *v, uint32_t ds, const char *id)
 {
-    const cfs_store *st = v->stores[ds];
+    const cfs_store *st = v->ds[ds]->store;
     uint64_t *dir_of = calloc(st->nnodes, sizeof *dir_of);
     if (!dir_of)
         return -1;
@@ -142,17 +157,16 @@ static int add_store(cfs_volume *v, uint32_t ds, const char *id)
         }
     }
     int ok = st->nnodes == 0 || dir_of[st->nnodes - 1] != 0;
+    if (ok && st->nnodes)
+        v->ds[ds]->dir_ino = dir_of[0];
     free(dir_of);
     return ok ? 0 : -1;
 }
 
 /* The cache key prefix: which bytes a chunk has depends on the source version and options. */
-static char *identity_of(const cfs_prepared *p, const cfs_options *o, struct timespec *mtime)
+static char *identity_of(const cfs_prepared *p, const cfs_options *o, const struct stat *version)
 {
-    struct stat sb;
-    if (stat(p->source, &sb) < 0)
-        return NULL;
-    *mtime = sb.st_mtim;
+    const struct stat sb = *version;
     char *s = malloc(512 + strlen(p->source) + strlen(p->id));
     if (s)
         sprintf(s, "v1|%llu:%llu:%lld:%lld.%09ld|%s|%s|%d|%llu|", (unsigned long long)sb.st_dev,
@@ -164,48 +178,249 @@ static char *identity_of(const cfs_prepared *p, const cfs_options *o, struct tim
 
 static char *catalog_text(const cfs_volume *v)
 {
-    char **ids = calloc(v->set.n + 1, sizeof *ids);
+    char **ids = calloc(v->nds + 1, sizeof *ids);
     size_t k = 0;
-    for (size_t i = 0; ids && i < v->set.n; i++)
-        if (v->stores[i] && v->set.items[i].embedding)
-            ids[k++] = v->set.items[i].id;
+    for (size_t i = 0; ids && i < v->nds; i++)
+        if (v->ds[i]->live && v->ds[i]->store && v->ds[i]->p.embedding)
+            ids[k++] = v->ds[i]->p.id;
     char *text = ids ? cfs_catalog_json(ids, k) : NULL;
     free(ids);
     return text;
 }
 
-static int build(cfs_volume *v, FILE *log, cfs_err *err)
+static bool same_version(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The live entry of a source at this version, if it is already served. */
+static ds_entry *find_live(cfs_volume *v, const char *source, const struct stat *version)
+{
+    for (size_t i = 0; i < v->nds; i++)
+        if (v->ds[i]->live && strcmp(v->ds[i]->p.source, source) == 0 &&
+            same_version(&v->ds[i]->version, version))
+            return v->ds[i];
+    return NULL;
+}
+
+/* True when the folder's sources and their versions are exactly what is served. */
+static bool unchanged(cfs_volume *v, const cfs_source_list *sources)
+{
+    size_t live = 0;
+    for (size_t i = 0; i < v->nds; i++)
+        live += v->ds[i]->live;
+    if (live != sources->n)
+        return false;
+    for (size_t i = 0; i < sources->n; i++) {
+        struct stat sb;
+        if (stat(sources->paths[i], &sb) < 0 || !find_live(v, sources->paths[i], &sb))
+            return false;
+    }
+    return true;
+}
+
+static void remove_child(cfs_volume *v, uint64_t parent, uint64_t child)
+{
+    vnode *p = &v->v[parent - 1];
+    for (size_t i = 0; i < p->nchildren; i++)
+        if (p->children[i] == child) {
+            memmove(&p->children[i], &p->children[i + 1],
+                    (p->nchildren - i - 1) * sizeof *p->children);
+            p->nchildren--;
+            return;
+        }
+}
+
+/* Names whose kernel entries must be dropped once the lock is released. */
+typedef struct stale_names {
+    char **names;
+    size_t n;
+} stale_names;
+
+static void note_stale(stale_names *s, const char *name)
+{
+    char **grown = realloc(s->names, (s->n + 1) * sizeof *grown);
+    if (grown && (grown[s->n] = strdup(name))) {
+        s->names = grown;
+        s->n++;
+    } else if (grown) {
+        s->names = grown;
+    }
+}
+
+/* Under the lock: takes a freshly opened version in as a new live entry. Its version is the
+ * stat taken before opening: a file changed during the open then differs at the next pass. */
+static int adopt(cfs_volume *v, cfs_prepared *p, const struct stat *before, stale_names *stale)
+{
+    ds_entry *e = calloc(1, sizeof *e);
+    ds_entry **grown = e ? realloc(v->ds, (v->nds + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        free(e);
+        return -1;
+    }
+    v->ds = grown;
+    e->p = *p;
+    memset(p, 0, sizeof *p);      /* the entry owns it now */
+    e->live = true;
+    uint32_t idx = (uint32_t)v->nds;
+    v->ds[v->nds++] = e;
+    cfs_store_opts sopts = {v->opts.codec};
+    cfs_err err = {{0}};
+    e->version = *before;             /* a refused source is retried when it changes too */
+    if (e->p.ds && !(e->store = cfs_store_new(e->p.ds, &sopts, &err)))
+        cfs_prepared_refuse(&e->p, err.msg);
+    if (e->store && !(e->identity = identity_of(&e->p, &v->opts, &e->version)))
+        return -1;
+    cfs_prepared_report(&e->p, v->log);
+    if (e->store) {
+        if (add_store(v, idx, e->p.id) < 0)
+            return -1;
+        note_stale(stale, v->v[e->dir_ino - 1].name);
+    }
+    return 0;
+}
+
+/* Under the lock: frees a retired version's store and reader once nothing uses them. Its file
+ * may have been rewritten in place, so it must not be read again (and libhdf5 would hand the
+ * stale open file to the next open of the same inode). */
+static void close_if_idle(ds_entry *e)
+{
+    if (e->live || e->active > 0)
+        return;
+    cfs_store_free(e->store);
+    e->store = NULL;
+    cfs_dataset_free(e->p.ds);
+    e->p.ds = NULL;
+}
+
+/* Under the lock: a version no longer in the folder leaves the tree. */
+static void retire(cfs_volume *v, ds_entry *e, stale_names *stale)
+{
+    e->live = false;
+    if (e->dir_ino) {
+        remove_child(v, CFS_VOLUME_ROOT, e->dir_ino);
+        note_stale(stale, v->v[e->dir_ino - 1].name);
+    }
+    close_if_idle(e);
+}
+
+/* Under the lock: retires every live version whose source is gone or has changed, before the
+ * folder is opened again. */
+static void retire_changed(cfs_volume *v, const cfs_source_list *sources,
+                           const struct stat *now, stale_names *stale)
+{
+    for (size_t k = 0; k < v->nds; k++) {
+        ds_entry *e = v->ds[k];
+        if (!e->live)
+            continue;
+        bool current = false;
+        for (size_t i = 0; i < sources->n && !current; i++)
+            current = strcmp(sources->paths[i], e->p.source) == 0 &&
+                      same_version(&now[i], &e->version);
+        if (!current)
+            retire(v, e, stale);
+    }
+}
+
+static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before,
+                 stale_names *stale)
+{
+    bool *keep = calloc(v->nds + 1, sizeof *keep);
+    if (!keep)
+        return -1;
+    int rc = 0;
+    size_t old = v->nds;
+    for (size_t i = 0; rc == 0 && i < set->n; i++) {
+        cfs_prepared *p = &set->items[i];
+        ds_entry *same = find_live(v, p->source, &before[i]);
+        if (same && (!same->p.id || !p->id || strcmp(same->p.id, p->id) == 0)) {
+            for (size_t k = 0; k < old; k++)
+                keep[k] |= v->ds[k] == same;
+            continue;
+        }
+        rc = adopt(v, p, &before[i], stale);
+    }
+    for (size_t k = 0; k < old; k++)
+        if (v->ds[k]->live && !keep[k])
+            retire(v, v->ds[k], stale);
+    free(keep);
+    char *text = catalog_text(v);
+    if (!text)
+        return -1;
+    vnode *cat = &v->v[v->catalog_ino - 1];
+    if (!cat->text || strcmp(cat->text, text) != 0)
+        note_stale(stale, "datasets.json");
+    free(cat->text);
+    cat->text = text;
+    cat->size = strlen(text);
+    return rc;
+}
+
+int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
+{
+    pthread_mutex_lock(&v->refreshing);
+    cfs_source_list sources;
+    int rc = cfs_sources_list(v->src, &sources, err);
+    pthread_mutex_lock(&v->lock);
+    bool same = rc == 0 && v->catalog_ino && unchanged(v, &sources);
+    pthread_mutex_unlock(&v->lock);
+    if (rc < 0 || same) {
+        if (rc == 0)
+            cfs_sources_free(&sources);
+        pthread_mutex_unlock(&v->refreshing);
+        return rc;
+    }
+    /* Opening reads metadata only; it runs outside the lock so serving goes on meanwhile. */
+    cfs_prepared_set set = {0};
+    stale_names stale = {0};
+    struct stat *before = calloc(sources.n + 1, sizeof *before);
+    for (size_t i = 0; before && i < sources.n; i++)
+        stat(sources.paths[i], &before[i]);
+    if (before) {
+        pthread_mutex_lock(&v->lock);
+        retire_changed(v, &sources, before, &stale);
+        pthread_mutex_unlock(&v->lock);
+    }
+    rc = before ? cfs_prepare(&sources, &v->opts, &set, err) : cfs_err_set(err, "out of memory");
+    pthread_mutex_lock(&v->lock);
+    if (rc == 0 && merge(v, &set, before, &stale) < 0)
+        rc = cfs_err_set(err, "out of memory");
+    pthread_mutex_unlock(&v->lock);
+    free(before);
+    for (size_t i = 0; i < stale.n; i++) {
+        if (v->invalidate)
+            v->invalidate(v->invalidate_ctx, CFS_VOLUME_ROOT, stale.names[i],
+                          strcmp(stale.names[i], "datasets.json") == 0 ? v->catalog_ino : 0);
+        free(stale.names[i]);
+    }
+    free(stale.names);
+    cfs_prepared_set_free(&set);
+    cfs_sources_free(&sources);
+    pthread_mutex_unlock(&v->refreshing);
+    return rc;
+}
+
+void cfs_volume_on_change(cfs_volume *v,
+                          void (*invalidate)(void *ctx, uint64_t parent, const char *name,
+                                             uint64_t ino),
+                          void *ctx)
+{
+    v->invalidate = invalidate;
+    v->invalidate_ctx = ctx;
+}
+
+static int build(cfs_volume *v, cfs_err *err)
 {
     vnode root = {.kind = VN_ROOT, .name = strdup("")};
     if (!root.name || add_vnode(v, root) != CFS_VOLUME_ROOT)
         return cfs_err_set(err, "out of memory");
-    v->stores = calloc(v->set.n + 1, sizeof *v->stores);
-    v->identity = calloc(v->set.n + 1, sizeof *v->identity);
-    v->mtime = calloc(v->set.n + 1, sizeof *v->mtime);
-    if (!v->stores || !v->identity || !v->mtime)
-        return cfs_err_set(err, "out of memory");
-    cfs_store_opts sopts = {v->opts.codec};
-    for (uint32_t i = 0; i < v->set.n; i++) {
-        cfs_prepared *p = &v->set.items[i];
-        cfs_err e = {{0}};
-        if (p->ds && !(v->stores[i] = cfs_store_new(p->ds, &sopts, &e)))
-            cfs_prepared_refuse(p, e.msg);
-        if (v->stores[i] && !(v->identity[i] = identity_of(p, &v->opts, &v->mtime[i]))) {
-            cfs_store_free(v->stores[i]);
-            v->stores[i] = NULL;
-            cfs_prepared_refuse(p, "the source vanished while it was opened");
-        }
-        cfs_prepared_report(p, log);
-    }
-    vnode cat = {.kind = VN_CATALOG, .name = strdup("datasets.json"), .text = catalog_text(v)};
+    vnode cat = {.kind = VN_CATALOG, .name = strdup("datasets.json")};
     vnode status = {.kind = VN_STATUS, .name = strdup("status.json")};
-    if (!cat.text || !add_file(v, CFS_VOLUME_ROOT, (cat.size = strlen(cat.text), cat)) ||
-        !add_file(v, CFS_VOLUME_ROOT, status))
+    v->catalog_ino = add_file(v, CFS_VOLUME_ROOT, cat);
+    if (!v->catalog_ino || !add_file(v, CFS_VOLUME_ROOT, status))
         return cfs_err_set(err, "out of memory");
-    for (uint32_t i = 0; i < v->set.n; i++)
-        if (v->stores[i] && add_store(v, i, v->set.items[i].id) < 0)
-            return cfs_err_set(err, "out of memory");
-    return 0;
+    return cfs_volume_refresh(v, err);
 }
 
 void cfs_volume_set_cache(cfs_volume *v, cfs_cache *cache)
@@ -217,16 +432,18 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
                             const char *workdir, FILE *log, cfs_err *err)
 {
     cfs_volume *v = calloc(1, sizeof *v);
-    if (!v) {
+    if (!v || !(v->src = strdup(src))) {
+        free(v);
         cfs_err_set(err, "out of memory");
         return NULL;
     }
     pthread_mutex_init(&v->lock, NULL);
+    pthread_mutex_init(&v->refreshing, NULL);
     v->cache = cache;
+    v->log = log;
     v->opts = *opts;
     v->opts.layout.workdir = workdir;
-    if (cfs_sources_list(src, &v->sources, err) < 0 ||
-        cfs_prepare(&v->sources, &v->opts, &v->set, err) < 0 || build(v, log, err) < 0) {
+    if (build(v, err) < 0) {
         cfs_volume_close(v);
         return NULL;
     }
@@ -244,16 +461,18 @@ void cfs_volume_close(cfs_volume *v)
     }
     free(v->v);
     free(v->map);
-    for (size_t i = 0; v->stores && i < v->set.n; i++) {
-        cfs_store_free(v->stores[i]);
-        free(v->identity[i]);
+    for (size_t i = 0; i < v->nds; i++) {
+        ds_entry *e = v->ds[i];
+        cfs_store_free(e->store);
+        free(e->identity);
+        cfs_prepared_set one = {&e->p, 1};
+        cfs_prepared_set_free_items(&one);
+        free(e);
     }
-    free(v->stores);
-    free(v->identity);
-    free(v->mtime);
-    cfs_prepared_set_free(&v->set);
-    cfs_sources_free(&v->sources);
+    free(v->ds);
+    free(v->src);
     pthread_mutex_destroy(&v->lock);
+    pthread_mutex_destroy(&v->refreshing);
     free(v);
 }
 
@@ -269,7 +488,7 @@ static void attr_of(const cfs_volume *v, uint64_t ino, cfs_vattr *a)
     a->volatile_size = n->kind == VN_STATUS;
     /* Per source version: an ETag (mtime + size) changes exactly when the source does. */
     if (n->kind == VN_DIR || n->kind == VN_DOC || n->kind == VN_CHUNK)
-        a->mtime = v->mtime[n->ds];
+        a->mtime = v->ds[n->ds]->version.st_mtim;
 }
 
 static uint64_t slot_hash(uint32_t ds, uint32_t node, uint64_t chunk)
@@ -338,23 +557,46 @@ static int produce_chunk(void *ctx, cfs_buf *out, cfs_err *err)
 static char *chunk_cache_key(const cfs_volume *v, uint32_t ds, const cfs_store_node *sn,
                              uint64_t idx, size_t *len)
 {
-    size_t n = strlen(v->identity[ds]) + strlen(sn->path) + 32;
+    size_t n = strlen(v->ds[ds]->identity) + strlen(sn->path) + 32;
     char *key = malloc(n);
     if (key)
-        *len = (size_t)snprintf(key, n, "%s%s|%llu", v->identity[ds], sn->path,
+        *len = (size_t)snprintf(key, n, "%s%s|%llu", v->ds[ds]->identity, sn->path,
                                 (unsigned long long)idx);
     return key;
 }
 
+static int chunk_bytes_of(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, cfs_buf *out,
+                          cfs_err *err);
+
+/* Chunk bytes of a version that may be retired meanwhile: it stays open while producing. */
 static int chunk_bytes(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, cfs_buf *out,
                        cfs_err *err)
 {
-    const cfs_store_node *sn = &v->stores[ds]->nodes[node];
+    pthread_mutex_lock(&v->lock);
+    ds_entry *e = v->ds[ds];
+    bool usable = e->store != NULL;
+    if (usable)
+        e->active++;
+    pthread_mutex_unlock(&v->lock);
+    if (!usable)
+        return cfs_err_set(err, "%s changed or was removed", e->p.source);
+    int rc = chunk_bytes_of(v, ds, node, idx, out, err);
+    pthread_mutex_lock(&v->lock);
+    e->active--;
+    close_if_idle(e);
+    pthread_mutex_unlock(&v->lock);
+    return rc;
+}
+
+static int chunk_bytes_of(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, cfs_buf *out,
+                          cfs_err *err)
+{
+    const cfs_store_node *sn = &v->ds[ds]->store->nodes[node];
     size_t klen;
     char *key = chunk_cache_key(v, ds, sn, idx, &klen);
     if (!key)
         return cfs_err_set(err, "out of memory");
-    chunk_job_ctx ctx = {v->stores[ds], sn, idx};
+    chunk_job_ctx ctx = {v->ds[ds]->store, sn, idx};
     int rc = cfs_cache_get(v->cache, key, klen, produce_chunk, &ctx, out, err);
     free(key);
     return rc;
@@ -365,9 +607,13 @@ static int chunk_bytes(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, 
 static int lookup_chunk(cfs_volume *v, uint32_t ds, uint32_t node, const char *name,
                         cfs_vattr *out, cfs_err *err)
 {
-    const cfs_store_node *sn = &v->stores[ds]->nodes[node];
+    pthread_mutex_lock(&v->lock);
+    const cfs_store *st = v->ds[ds]->store;
     uint64_t idx;
-    if (cfs_chunk_parse_key(sn->ndim, sn->grid, name, &idx) < 0)
+    int parsed = st ? cfs_chunk_parse_key(st->nodes[node].ndim, st->nodes[node].grid, name, &idx)
+                    : -1;
+    pthread_mutex_unlock(&v->lock);
+    if (parsed < 0)
         return -ENOENT;
     pthread_mutex_lock(&v->lock);
     uint64_t ino = map_find(v, ds, node, idx);
@@ -417,7 +663,8 @@ int cfs_volume_lookup(cfs_volume *v, uint64_t parent, const char *name, cfs_vatt
             return 0;
         }
     }
-    bool array = p->kind == VN_DIR && v->stores[p->ds]->nodes[p->node].is_array;
+    bool array = p->kind == VN_DIR && v->ds[p->ds]->store &&
+                 v->ds[p->ds]->store->nodes[p->node].is_array;
     uint32_t ds = p->ds, node = p->node;
     pthread_mutex_unlock(&v->lock);
     return array ? lookup_chunk(v, ds, node, name, out, err) : -ENOENT;
@@ -456,7 +703,9 @@ int cfs_volume_readdir(cfs_volume *v, uint64_t ino, uint64_t from,
     const vnode *d = &v->v[ino - 1];
     uint64_t parent_ino = d->kind == VN_DIR ? d->parent : ino;
     uint64_t nfixed = 2 + d->nchildren;
-    const cfs_store_node *sn = d->kind == VN_DIR ? &v->stores[d->ds]->nodes[d->node] : NULL;
+    const cfs_store_node *sn = d->kind == VN_DIR && v->ds[d->ds]->store
+                                   ? &v->ds[d->ds]->store->nodes[d->node]
+                                   : NULL;
     uint64_t nchunks = sn && sn->is_array ? sn->nchunks : 0;
     for (uint64_t i = from; i < nfixed + nchunks; i++) {
         int full;
@@ -484,8 +733,11 @@ int cfs_volume_readdir(cfs_volume *v, uint64_t ino, uint64_t from,
 static char *status_text(cfs_volume *v)
 {
     json_t *list = json_array();
-    for (size_t i = 0; i < v->set.n; i++) {
-        const cfs_prepared *p = &v->set.items[i];
+    pthread_mutex_lock(&v->lock);
+    for (size_t i = 0; i < v->nds; i++) {
+        if (!v->ds[i]->live)
+            continue;
+        const cfs_prepared *p = &v->ds[i]->p;
         json_t *left = json_array();
         for (size_t k = 0; p->ds && k < p->ds->nleftout; k++)
             json_array_append_new(left, json_pack("{s:s, s:s}", "element",
@@ -505,6 +757,7 @@ static char *status_text(cfs_volume *v)
                                                 : "no obsm array can be drawn as an embedding"));
         json_array_append_new(list, e);
     }
+    pthread_mutex_unlock(&v->lock);
     cfs_cache_stats cs;
     cfs_cache_stats_get(v->cache, &cs);
     json_t *doc = json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "sources", list, "cache",

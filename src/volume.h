@@ -32,6 +32,15 @@ typedef struct cfs_vattr {
 cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache *cache,
                             const char *workdir, FILE *log, cfs_err *err);
 void cfs_volume_close(cfs_volume *v);
+/* Re-reads the source folder: new sources appear, changed ones get a fresh version (old inodes
+ * keep serving the old bytes), removed ones leave. Cheap when nothing changed (stat only). */
+int cfs_volume_refresh(cfs_volume *v, cfs_err *err);
+/* Called after a refresh for each root entry whose kernel cache must be dropped (ino != 0:
+ * also that inode's data). */
+void cfs_volume_on_change(cfs_volume *v,
+                          void (*invalidate)(void *ctx, uint64_t parent, const char *name,
+                                             uint64_t ino),
+                          void *ctx);
 /* The cache may be attached after opening: a daemon opens its database after it forks. */
 void cfs_volume_set_cache(cfs_volume *v, cfs_cache *cache);
 
