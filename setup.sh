@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 
 DEBIAN_PACKAGES=(
     build-essential autoconf automake pkg-config
-    libhdf5-dev libjansson-dev libblosc-dev libzstd-dev zlib1g-dev libsqlite3-dev libfuse3-dev fuse3
+    libhdf5-dev libjansson-dev libblosc-dev libzstd-dev zlib1g-dev libsqlite3-dev libfuse3-dev fuse3 nginx
     python3-anndata python3-zarr python3-h5py python3-numpy python3-pandas python3-scipy
     python3-pytest
 )
@@ -46,11 +46,34 @@ run_tests() {
 }
 
 example() {
-    local out=${EXAMPLE_OUT:-/tmp/cellucid-fs-example}
-    ./cellucid-fs export --force tests/fixtures/h5ad/raw_layers.h5ad "$out"
-    ./cellucid-fs inspect tests/fixtures/h5ad/raw_layers.h5ad
-    echo "Serving $out on http://127.0.0.1:8000/ (datasets.json lists the store); Ctrl-C stops."
-    exec /usr/bin/python3 -m http.server --bind 127.0.0.1 --directory "$out" 8000
+    local base=${EXAMPLE_DIR:-/tmp/cellucid-fs-example}
+    local mnt=$base/mnt
+    mkdir -p "$mnt" "$base/nginx"
+    mountpoint -q "$mnt" && fusermount3 -u "$mnt"
+    # allow_other: nginx's workers run as another user than the one mounting.
+    ./cellucid-fs mount -o allow_other,cache_dir="$base/cache" "$PWD/tests/fixtures/h5ad" "$mnt"
+    trap 'fusermount3 -u "$mnt"' EXIT
+    cat >"$base/nginx/nginx.conf" <<NGINX
+daemon off;
+pid $base/nginx/nginx.pid;
+error_log $base/nginx/error.log;
+events {}
+http {
+    include /etc/nginx/mime.types;
+    access_log off;
+    server {
+        listen 127.0.0.1:8000;
+        root $mnt;
+        sendfile on;
+        autoindex off;
+        add_header Access-Control-Allow-Origin "*" always;
+        add_header Access-Control-Expose-Headers "Content-Range, ETag" always;
+    }
+}
+NGINX
+    echo "Mounted tests/fixtures/h5ad on $mnt; serving it on http://127.0.0.1:8000/"
+    echo "(try: curl http://127.0.0.1:8000/datasets.json). Ctrl-C stops and unmounts."
+    nginx -p "$base/nginx" -c "$base/nginx/nginx.conf" || true
 }
 
 case "${1:-}" in
