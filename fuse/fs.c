@@ -247,11 +247,31 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
 {
     if (check_paths(src, mnt) < 0)
         return 1;
-    char cache_dir[4096], work[4200];
-    if (opts->cache_dir[0])
+    /* The daemon runs in "/": every path it keeps must be absolute. */
+    char abs_src[PATH_MAX], cache_dir[4096], work[4200];
+    if (!realpath(src, abs_src)) {
+        fprintf(stderr, "cellucid-fs: %s: %s\n", src, strerror(errno));
+        return 1;
+    }
+    src = abs_src;
+    if (opts->cache_dir[0] && opts->cache_dir[0] != '/') {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) {
+            fprintf(stderr, "cellucid-fs: cannot resolve cache_dir=%s\n", opts->cache_dir);
+            return 1;
+        }
+        if (strlen(cwd) + strlen(opts->cache_dir) + 2 > sizeof cache_dir) {
+            fprintf(stderr, "cellucid-fs: cache_dir=%s: path too long\n", opts->cache_dir);
+            return 1;
+        }
+        strcpy(cache_dir, cwd);
+        strcat(cache_dir, "/");
+        strcat(cache_dir, opts->cache_dir);
+    } else if (opts->cache_dir[0]) {
         snprintf(cache_dir, sizeof cache_dir, "%s", opts->cache_dir);
-    else
+    } else {
         default_cache_dir(cache_dir, sizeof cache_dir);
+    }
     snprintf(work, sizeof work, "%s/work", cache_dir);
     /* Everything that can fail loudly happens before the daemon detaches from the terminal. */
     cfs_err err = {{0}};
@@ -282,7 +302,8 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
                 watch = cfs_watch_start(src, vol, &err);
                 if (!watch)
                     fprintf(stderr, "cellucid-fs: %s (sources are not watched)\n", err.msg);
-                status = serve(se) == 0 ? 0 : 1;
+                /* An unmount or a signal ends the loop normally. */
+                status = serve(se) == 0 || fuse_session_exited(se) ? 0 : 1;
                 cfs_watch_stop(watch);
             } else {
                 fprintf(stderr, "cellucid-fs: %s\n", err.msg);

@@ -26,6 +26,7 @@ typedef struct vnode {
     uint64_t *children;     /* folders (not chunks): inos, in listing order */
     size_t nchildren;
     uint64_t parent;
+    struct timespec mtime;  /* nodes outside a store: when they last changed */
 } vnode;
 
 typedef struct chunk_slot {
@@ -349,8 +350,12 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
     if (!text)
         return -1;
     vnode *cat = &v->v[v->catalog_ino - 1];
-    if (!cat->text || strcmp(cat->text, text) != 0)
+    if (!cat->text || strcmp(cat->text, text) != 0) {
         note_stale(stale, "datasets.json");
+        /* Its ETag (mtime + size) must change whenever its bytes do. */
+        clock_gettime(CLOCK_REALTIME, &cat->mtime);
+        v->v[CFS_VOLUME_ROOT - 1].mtime = cat->mtime;
+    }
     free(cat->text);
     cat->text = text;
     cat->size = strlen(text);
@@ -415,8 +420,14 @@ static int build(cfs_volume *v, cfs_err *err)
     vnode root = {.kind = VN_ROOT, .name = strdup("")};
     if (!root.name || add_vnode(v, root) != CFS_VOLUME_ROOT)
         return cfs_err_set(err, "out of memory");
-    vnode cat = {.kind = VN_CATALOG, .name = strdup("datasets.json")};
+    vnode cat = {.kind = VN_CATALOG, .name = strdup("datasets.json"), .text = catalog_text(v)};
     vnode status = {.kind = VN_STATUS, .name = strdup("status.json")};
+    if (!cat.text)
+        return cfs_err_set(err, "out of memory");
+    cat.size = strlen(cat.text);
+    clock_gettime(CLOCK_REALTIME, &cat.mtime);
+    v->v[CFS_VOLUME_ROOT - 1].mtime = cat.mtime;
+    status.mtime = cat.mtime;
     v->catalog_ino = add_file(v, CFS_VOLUME_ROOT, cat);
     if (!v->catalog_ino || !add_file(v, CFS_VOLUME_ROOT, status))
         return cfs_err_set(err, "out of memory");
@@ -489,6 +500,8 @@ static void attr_of(const cfs_volume *v, uint64_t ino, cfs_vattr *a)
     /* Per source version: an ETag (mtime + size) changes exactly when the source does. */
     if (n->kind == VN_DIR || n->kind == VN_DOC || n->kind == VN_CHUNK)
         a->mtime = v->ds[n->ds]->version.st_mtim;
+    else
+        a->mtime = n->mtime;
 }
 
 static uint64_t slot_hash(uint32_t ds, uint32_t node, uint64_t chunk)

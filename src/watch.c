@@ -30,14 +30,15 @@ static void drain(int fd)
 static void *watch_loop(void *arg)
 {
     cfs_watch *w = arg;
-    struct pollfd fds[2] = {{w->inotify_fd, POLLIN, 0}, {w->wake[0], POLLIN, 0}};
+    /* The wake pipe comes first: without inotify only it is polled. */
+    struct pollfd fds[2] = {{w->wake[0], POLLIN, 0}, {w->inotify_fd, POLLIN, 0}};
     for (;;) {
         int n = poll(fds, w->inotify_fd >= 0 ? 2 : 1, POLL_MS);
         if (n < 0 && errno != EINTR)
             break;
-        if (fds[1].revents)
+        if (fds[0].revents)
             break;
-        if (n > 0 && fds[0].revents) {
+        if (n > 0 && w->inotify_fd >= 0 && fds[1].revents) {
             struct timespec settle = {0, SETTLE_MS * 1000000L};
             nanosleep(&settle, NULL);
             drain(w->inotify_fd);
