@@ -127,11 +127,7 @@ void cfs_prepared_report(const cfs_prepared *p, FILE *log)
     if (p->id_clashed)
         fprintf(log, "cellucid-fs: %s: id clash: another source has the same id, so this one is "
                      "served as '%s'\n", p->source, p->id);
-    if (!p->embedding && p->ds->no_embedding_hint)
+    if (!p->embedding)
         fprintf(log, "cellucid-fs: %s: not in datasets.json: %s\n", p->source,
-                p->ds->no_embedding_hint);
-    else if (!p->embedding)
-        fprintf(log, "cellucid-fs: %s: not in datasets.json: no obsm array can be drawn as an "
-                     "embedding; add one (e.g. scanpy's sc.tl.umap) and export again\n",
-                p->source);
+                p->ds->no_embedding_hint ? p->ds->no_embedding_hint : CFS_NO_EMBEDDING_ADVICE);
 }

@@ -13,6 +13,11 @@
 #include "options.h"
 #include "sources.h"
 
+/* What a dataset without a drawable embedding is told, unless its reader says better. */
+#define CFS_NO_EMBEDDING_ADVICE                                                              \
+    "no obsm array can be drawn as an embedding; add one (e.g. scanpy's sc.tl.umap) and "   \
+    "export again"
+
 typedef struct cfs_prepared {
     char *source;
     cfs_dataset *ds;           /* NULL when refused */

@@ -767,7 +767,7 @@ static char *status_text(cfs_volume *v)
             json_object_set_new(e, "not_in_catalog",
                                 json_string(p->ds->no_embedding_hint
                                                 ? p->ds->no_embedding_hint
-                                                : "no obsm array can be drawn as an embedding"));
+                                                : CFS_NO_EMBEDDING_ADVICE));
         json_array_append_new(list, e);
     }
     pthread_mutex_unlock(&v->lock);
