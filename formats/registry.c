@@ -19,10 +19,12 @@
 
 extern const cfs_format cfs_format_h5ad;
 extern const cfs_format cfs_format_tenx;
+extern const cfs_format cfs_format_outs;
 
 static const cfs_format *const formats[] = {
     &cfs_format_h5ad,
     &cfs_format_tenx,
+    &cfs_format_outs,
     NULL,
 };
 
@@ -120,8 +122,9 @@ static const cfs_format *explain(const cfs_probe_input *in, cfs_err *err)
     const char *base = strrchr(in->path, '/');
     const char *ext = candidate_ext(base ? base + 1 : in->path);
     if (in->is_dir)
-        cfs_err_set(err, "a folder that is not a single-cell data set this version reads "
-                    "(it reads .h5ad files)");
+        cfs_err_set(err, "a folder that is not a single-cell data set this version reads (the "
+                    "folders it reads are Cell Ranger runs, recognised by their "
+                    "filtered_feature_bc_matrix.h5 or filtered_feature_bc_matrix/)");
     else if (in->head_len == 0)
         cfs_err_set(err, "an empty file (0 bytes); re-download or re-write it");
     else if (ext)
