@@ -382,8 +382,8 @@ static int export_with_workdir(const char *src, const char *out, const cfs_optio
     if (sources.n == 0) {
         cfs_sources_free(&sources);
         remove_tree(work);
-        return cfs_err_set(err, "%s: no single-cell input found (looked for .h5ad files and "
-                                "HDF5 content)", src);
+        return cfs_err_set(err, "%s: no single-cell input found (looked for .h5ad, .loom and "
+                                "10x .h5 files by content, and Cell Ranger run folders)", src);
     }
     cfs_prepared_set set = {0};
     char *stage = sibling_path(out, "tmp");

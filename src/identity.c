@@ -36,8 +36,10 @@ char *cfs_source_stem(const char *path)
         if (path[i] == '/' && i + 1 < len)
             base = path + i + 1;
     size_t n = len - (size_t)(base - path);
-    /* Cell Ranger's run1/outs/ is named after its run, not "outs". */
-    if (n == 4 && strncmp(base, "outs", 4) == 0 && base > path + 1) {
+    /* Cell Ranger's run1/outs/ is named after its run, not "outs"; multi's
+     * per_sample_outs/<sample>/count/ after its sample. */
+    if (((n == 4 && strncmp(base, "outs", 4) == 0) || (n == 5 && strncmp(base, "count", 5) == 0)) &&
+        base > path + 1) {
         const char *end = base - 1, *start = end;
         while (start > path && start[-1] != '/')
             start--;

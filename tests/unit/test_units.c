@@ -191,6 +191,9 @@ static void test_ids(void)
     stem = cfs_source_stem("/data/run1/outs/");
     CHECK(strcmp(stem, "run1") == 0);
     free(stem);
+    stem = cfs_source_stem("run/outs/per_sample_outs/s1/count");
+    CHECK(strcmp(stem, "s1") == 0);
+    free(stem);
     stem = cfs_source_stem("a.b.H5AD");
     CHECK(strcmp(stem, "a.b") == 0);
     free(stem);
