@@ -18,11 +18,13 @@
 #include <unistd.h>
 
 extern const cfs_format cfs_format_h5ad;
+extern const cfs_format cfs_format_loom;
 extern const cfs_format cfs_format_tenx;
 extern const cfs_format cfs_format_outs;
 
 static const cfs_format *const formats[] = {
     &cfs_format_h5ad,
+    &cfs_format_loom,
     &cfs_format_tenx,
     &cfs_format_outs,
     NULL,

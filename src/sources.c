@@ -89,7 +89,8 @@ int cfs_sources_list(const char *src, cfs_source_list *out, cfs_err *err)
         cfs_sources_free(out);
         return rc;
     }
-    qsort(out->paths, out->n, sizeof *out->paths, compare_paths);
+    if (out->n > 1)
+        qsort(out->paths, out->n, sizeof *out->paths, compare_paths);
     return 0;
 }
 

@@ -1,0 +1,2168 @@
+/*
+ * Loom (loompy's HDF5 layout: 3.0.0, 2.0.1 and the older layouts still around) as the dataset
+ * model, read the way anndata.read_loom (anndata 0.8) and loompy.connect read it:
+ *
+ *   /matrix, /layers/<l>     genes x cells, dense   ->  X, layers (cells x genes, through a view
+ *                                                        that transposes each hyperslab it reads)
+ *   /col_attrs/<a>           one value per cell     ->  obs columns (1-d, or (n, 1)); obsm (2-d);
+ *                                                        SCENIC's compound Embedding and
+ *                                                        Embeddings_X/_Y pairs -> obsm (n, 2);
+ *                                                        other compounds -> an obsm dataframe
+ *   /row_attrs/<a>           one value per gene     ->  var, varm (the same rules)
+ *   /col_graphs, /col_edges  COO (a, b, w)          ->  obsp (CSR, built at open: graphs are small)
+ *   /row_graphs, /row_edges                         ->  varp
+ *   /attrs/<g> (3.0), root HDF5 attributes (older)  ->  uns
+ *
+ * As in anndata.read_loom: X is the layer 'spliced' when there is one (the main matrix is then
+ * the layer 'matrix'); obs is indexed by CellID and var by Gene, and the index attribute is not
+ * kept as a column. Where those are missing, obs_names/cell_names and var_names/gene_names/
+ * Accession are used (anndata.write_loom writes obs_names/var_names), else 0..n-1. Gene names
+ * are made unique as anndata's var_names_make_unique does. Strings are unescaped as loompy does
+ * (XML character references of loom 2.x's 7-bit strings).
+ *
+ * Orientation is checked against the attributes: /matrix must be (genes, cells) with one
+ * row_attrs value per gene and one col_attrs value per cell. A file whose attributes all fit the
+ * transposed shape (a writer that stored cells x genes) is read that way; an attribute that fits
+ * neither is left out with its reason; a file none of whose attributes fit is refused.
+ *
+ * The whole open runs under the HDF5 lock; arrays keep their dataset ids open afterwards and
+ * take the lock only for their reads.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* strdup */
+#endif
+
+#include "format.h"
+#include "hdf5_util.h"
+#include "names.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef unsigned long long ull;
+
+#define LOOM_HINT "re-write it with loompy (loompy.create) or anndata (adata.write_loom)"
+/* A graph is turned into CSR in memory at open: this many edges at most (~1.5 GiB of work). */
+#define LOOM_MAX_GRAPH_EDGES ((uint64_t)1 << 26)
+/* Global attributes are read whole at open. */
+#define LOOM_MAX_ATTR_ELEMS ((uint64_t)1 << 24)
+#define LOOM_MAX_FIELDS 65536
+
+typedef struct loom_reader {
+    hid_t file;
+} loom_reader;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Small helpers */
+
+static int oom(cfs_err *err)
+{
+    return cfs_err_set(err, "out of memory");
+}
+
+static bool streq(const char *a, const char *b)
+{
+    return a && b && strcmp(a, b) == 0;
+}
+
+static int add_child(cfs_elem *parent, cfs_elem *child, cfs_err *err)
+{
+    if (cfs_elem_add(parent, child) == 0)
+        return 0;
+    cfs_elem_free(child);
+    return oom(err);
+}
+
+static bool numeric_dtype(cfs_dtype t)
+{
+    return t != CFS_STRING && t != CFS_COMPOUND;
+}
+
+static char *join(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *out = malloc(la + 1 + lb + 1);
+    if (out) {
+        memcpy(out, a, la);
+        out[la] = '/';
+        memcpy(out + la + 1, b, lb + 1);
+    }
+    return out;
+}
+
+/* Leaves out parent/name with a printf-style reason; -1 only on allocation failure. */
+static int leave_out(cfs_dataset *ds, const char *parent, const char *name, cfs_err *err,
+                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int leave_out(cfs_dataset *ds, const char *parent, const char *name, cfs_err *err,
+                     const char *fmt, ...)
+{
+    char reason[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    char *path = name[0] ? join(parent, name) : strdup(parent);
+    int rc = path ? cfs_dataset_leave_out(ds, path, "%s", reason) : -1;
+    free(path);
+    return rc < 0 ? oom(err) : 0;
+}
+
+/* Element i of an integer (or bool) buffer; *neg is set for a negative value (then the result
+ * is its magnitude). Buffers are little-endian, as the host is. */
+static uint64_t int_elem(const void *buf, cfs_dtype t, size_t i, bool *neg)
+{
+    const unsigned char *p = buf;
+    int64_t s = 0;
+    *neg = false;
+    switch (t) {
+    case CFS_INT8: { int8_t v; memcpy(&v, p + i, 1); s = v; break; }
+    case CFS_INT16: { int16_t v; memcpy(&v, p + 2 * i, 2); s = v; break; }
+    case CFS_INT32: { int32_t v; memcpy(&v, p + 4 * i, 4); s = v; break; }
+    case CFS_INT64: { int64_t v; memcpy(&v, p + 8 * i, 8); s = v; break; }
+    case CFS_BOOL:
+    case CFS_UINT8: return p[i];
+    case CFS_UINT16: { uint16_t v; memcpy(&v, p + 2 * i, 2); return v; }
+    case CFS_UINT32: { uint32_t v; memcpy(&v, p + 4 * i, 4); return v; }
+    case CFS_UINT64: { uint64_t v; memcpy(&v, p + 8 * i, 8); return v; }
+    default: return 0;
+    }
+    if (s < 0) {
+        *neg = true;
+        return (uint64_t)0 - (uint64_t)s;
+    }
+    return (uint64_t)s;
+}
+
+/* The little-endian HDF5 type of a numeric model dtype (a library constant), or -1. */
+static hid_t le_type(cfs_dtype t)
+{
+    switch (t) {
+    case CFS_INT8: return H5T_STD_I8LE;
+    case CFS_INT16: return H5T_STD_I16LE;
+    case CFS_INT32: return H5T_STD_I32LE;
+    case CFS_INT64: return H5T_STD_I64LE;
+    case CFS_UINT8: return H5T_STD_U8LE;
+    case CFS_UINT16: return H5T_STD_U16LE;
+    case CFS_UINT32: return H5T_STD_U32LE;
+    case CFS_UINT64: return H5T_STD_U64LE;
+    case CFS_FLOAT32: return H5T_IEEE_F32LE;
+    case CFS_FLOAT64: return H5T_IEEE_F64LE;
+    default: return -1;
+    }
+}
+
+static void *alloc_n(uint64_t n, size_t size, cfs_err *err)
+{
+    size_t bytes;
+    if (n > SIZE_MAX || __builtin_mul_overflow((size_t)n, size, &bytes)) {
+        cfs_err_set(err, "a buffer of %llu elements is too large", (ull)n);
+        return NULL;
+    }
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        cfs_err_set(err, "out of memory (%zu bytes)", bytes);
+    return p;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* XML / HTML character references, unescaped exactly as Python's html.unescape (which loompy
+ * applies to every string it reads) for numeric references and for the entity names that may
+ * stand without a ';' (the XML ones and HTML's Latin-1 set), plus &apos;. */
+
+/* U+00A0 .. U+00FF, in code point order. */
+static const char *const latin1_names[96] = {
+    "nbsp", "iexcl", "cent", "pound", "curren", "yen", "brvbar", "sect", "uml", "copy", "ordf",
+    "laquo", "not", "shy", "reg", "macr", "deg", "plusmn", "sup2", "sup3", "acute", "micro",
+    "para", "middot", "cedil", "sup1", "ordm", "raquo", "frac14", "frac12", "frac34", "iquest",
+    "Agrave", "Aacute", "Acirc", "Atilde", "Auml", "Aring", "AElig", "Ccedil", "Egrave", "Eacute",
+    "Ecirc", "Euml", "Igrave", "Iacute", "Icirc", "Iuml", "ETH", "Ntilde", "Ograve", "Oacute",
+    "Ocirc", "Otilde", "Ouml", "times", "Oslash", "Ugrave", "Uacute", "Ucirc", "Uuml", "Yacute",
+    "THORN", "szlig", "agrave", "aacute", "acirc", "atilde", "auml", "aring", "aelig", "ccedil",
+    "egrave", "eacute", "ecirc", "euml", "igrave", "iacute", "icirc", "iuml", "eth", "ntilde",
+    "ograve", "oacute", "ocirc", "otilde", "ouml", "divide", "oslash", "ugrave", "uacute",
+    "ucirc", "uuml", "yacute", "thorn", "yuml",
+};
+
+static const struct {
+    const char *name;
+    uint32_t cp;
+} legacy_extra[] = {
+    {"amp", '&'}, {"AMP", '&'}, {"lt", '<'}, {"LT", '<'}, {"gt", '>'}, {"GT", '>'},
+    {"quot", '"'}, {"QUOT", '"'}, {"COPY", 0xA9}, {"REG", 0xAE},
+};
+
+#define LEGACY_MAX_LEN 6
+
+/* A name that html5 lists with and without ';'; returns its code point or 0. */
+static uint32_t legacy_entity(const char *s, size_t len)
+{
+    if (len < 2 || len > LEGACY_MAX_LEN)
+        return 0;
+    for (size_t i = 0; i < 96; i++)
+        if (strlen(latin1_names[i]) == len && memcmp(latin1_names[i], s, len) == 0)
+            return 0xA0 + (uint32_t)i;
+    for (size_t i = 0; i < sizeof legacy_extra / sizeof legacy_extra[0]; i++)
+        if (strlen(legacy_extra[i].name) == len && memcmp(legacy_extra[i].name, s, len) == 0)
+            return legacy_extra[i].cp;
+    return 0;
+}
+
+/* Windows-1252 meanings of &#128; .. &#159; (html5's "invalid charrefs"). */
+static const uint16_t cp1252[32] = {
+    0x20AC, 0x81, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160,
+    0x2039, 0x0152, 0x8D, 0x017D, 0x8F, 0x90, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013,
+    0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x9D, 0x017E, 0x0178,
+};
+
+/* What &#num; stands for: 1 with *cp, or 0 for nothing (a code point html5 drops). */
+static int charref(uint64_t num, uint32_t *cp)
+{
+    if (num == 0) {
+        *cp = 0xFFFD;
+        return 1;
+    }
+    if (num == 0x0D) {
+        *cp = 0x0D;
+        return 1;
+    }
+    if (num >= 0x80 && num <= 0x9F) {
+        *cp = cp1252[num - 0x80];
+        return 1;
+    }
+    if ((num >= 0xD800 && num <= 0xDFFF) || num > 0x10FFFF) {
+        *cp = 0xFFFD;
+        return 1;
+    }
+    if ((num >= 0x1 && num <= 0x8) || num == 0xB || (num >= 0xE && num <= 0x1F) || num == 0x7F ||
+        (num >= 0xFDD0 && num <= 0xFDEF) || (num & 0xFFFE) == 0xFFFE)
+        return 0;
+    *cp = (uint32_t)num;
+    return 1;
+}
+
+static size_t utf8_put(char *out, uint32_t cp)
+{
+    unsigned char *o = (unsigned char *)out;
+    if (cp < 0x80) {
+        o[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (cp >> 6));
+        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | (cp >> 12));
+        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | (cp >> 18));
+    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* &#123; / &#x7B; at s (s[0] == '&', s[1] == '#'): bytes consumed, 0 if it is not one. */
+static size_t numeric_ref(const char *s, char *out, size_t *olen)
+{
+    size_t j = 2;
+    int base = 10;
+    if (s[2] >= '0' && s[2] <= '9') {
+        base = 10;
+    } else if ((s[2] == 'x' || s[2] == 'X') && hexval((unsigned char)s[3]) >= 0) {
+        base = 16;
+        j = 3;
+    } else {
+        return 0;
+    }
+    uint64_t num = 0;
+    for (int d; (d = base == 10 ? (s[j] >= '0' && s[j] <= '9' ? s[j] - '0' : -1)
+                                : hexval((unsigned char)s[j])) >= 0;
+         j++)
+        if (num <= 0x10FFFF)
+            num = num * (uint64_t)base + (uint64_t)d; /* past U+10FFFF it is U+FFFD anyway */
+    if (s[j] == ';')
+        j++;
+    uint32_t cp;
+    *olen = charref(num, &cp) ? utf8_put(out, cp) : 0;
+    return j;
+}
+
+/* A named reference at s (s[0] == '&'): bytes consumed, 0 if none applies. Python matches
+ * [^\t\n\f <&#;]{1,32};? and then the whole name, else its longest legacy prefix. */
+static size_t named_ref(const char *s, char *out, size_t *olen)
+{
+    size_t j = 1, chars = 0;
+    while (s[j] && !strchr("\t\n\f <&#;", s[j])) {
+        if (((unsigned char)s[j] & 0xC0) != 0x80) {
+            if (chars == 32)
+                break;
+            chars++;
+        }
+        j++;
+    }
+    size_t run = j - 1;
+    if (run == 0)
+        return 0;
+    bool semi = s[j] == ';';
+    uint32_t cp = legacy_entity(s + 1, run);
+    if (!cp && semi && run == 4 && memcmp(s + 1, "apos", 4) == 0)
+        cp = '\'';
+    if (cp) {
+        *olen = utf8_put(out, cp);
+        return j + (semi ? 1 : 0);
+    }
+    for (size_t x = run - 1 < LEGACY_MAX_LEN ? run - 1 : LEGACY_MAX_LEN; x >= 2; x--) {
+        if ((cp = legacy_entity(s + 1, x))) {
+            *olen = utf8_put(out, cp);
+            return 1 + x;
+        }
+    }
+    return 0;
+}
+
+/* A malloc'd unescaped copy of s, or NULL on allocation failure. */
+static char *xml_unescape(const char *s)
+{
+    size_t len = strlen(s);
+    char *out = malloc(2 * len + 8);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t used = 0, olen = 0;
+        if (s[i] == '&')
+            used = s[i + 1] == '#' ? numeric_ref(s + i, out + o, &olen)
+                                   : named_ref(s + i, out + o, &olen);
+        if (used) {
+            o += olen;
+            i += used;
+        } else {
+            out[o++] = s[i++];
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* Unescapes n malloc'd strings in place; on allocation failure frees them all. */
+static int unescape_all(char **s, size_t n, cfs_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!strchr(s[i], '&'))
+            continue;
+        char *u = xml_unescape(s[i]);
+        if (!u) {
+            cfs_strings_free(s, n);
+            return oom(err);
+        }
+        free(s[i]);
+        s[i] = u;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Views over other arrays: transposed, squeezed (n, 1) -> n, strings unescaped, integers as
+ * decimal strings. They read through the inner array, which takes the HDF5 lock for its read;
+ * the rest happens outside the lock. */
+
+typedef enum view_kind { VIEW_TRANSPOSE, VIEW_SQUEEZE, VIEW_UNESCAPE, VIEW_FORMAT } view_kind;
+
+typedef struct view {
+    view_kind kind;
+    cfs_array *inner;
+} view;
+
+#define TILE 32
+
+#define TRANSPOSE_AS(type)                                                                    \
+    do {                                                                                      \
+        const type *s_ = (const type *)src;                                                   \
+        type *d_ = (type *)dst;                                                               \
+        for (uint64_t r0 = 0; r0 < rows; r0 += TILE)                                          \
+            for (uint64_t c0 = 0; c0 < cols; c0 += TILE) {                                    \
+                uint64_t r1 = r0 + TILE < rows ? r0 + TILE : rows;                            \
+                uint64_t c1 = c0 + TILE < cols ? c0 + TILE : cols;                            \
+                for (uint64_t r = r0; r < r1; r++)                                            \
+                    for (uint64_t c = c0; c < c1; c++)                                        \
+                        d_[c * rows + r] = s_[r * cols + c];                                  \
+            }                                                                                 \
+    } while (0)
+
+/* src is rows x cols in C order; dst receives cols x rows. */
+static void transpose(const void *src, void *dst, uint64_t rows, uint64_t cols, size_t es)
+{
+    switch (es) {
+    case 1: TRANSPOSE_AS(uint8_t); return;
+    case 2: TRANSPOSE_AS(uint16_t); return;
+    case 4: TRANSPOSE_AS(uint32_t); return;
+    case 8: TRANSPOSE_AS(uint64_t); return;
+    default:
+        for (uint64_t r = 0; r < rows; r++)
+            for (uint64_t c = 0; c < cols; c++)
+                memcpy((char *)dst + (c * rows + r) * es, (const char *)src + (r * cols + c) * es,
+                       es);
+    }
+}
+
+static uint64_t slab_elems(int ndim, const uint64_t *count)
+{
+    uint64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= count[d];
+    return n;
+}
+
+static int transpose_read(const view *v, const uint64_t *start, const uint64_t *count, void *out,
+                          cfs_err *err)
+{
+    uint64_t is[2] = {start[1], start[0]}, ic[2] = {count[1], count[0]};
+    size_t es = cfs_array_elem_size(v->inner);
+    uint64_t n = count[0] * count[1];
+    if (n == 0)
+        return 0;
+    void *tmp = alloc_n(n, es, err);
+    if (!tmp)
+        return -1;
+    int rc = cfs_array_read(v->inner, is, ic, tmp, err);
+    if (rc == 0)
+        transpose(tmp, out, count[1], count[0], es);
+    free(tmp);
+    return rc;
+}
+
+static int format_read(const view *v, uint64_t n, const uint64_t *start, const uint64_t *count,
+                       void *out, cfs_err *err)
+{
+    void *tmp = alloc_n(n, cfs_array_elem_size(v->inner), err);
+    if (!tmp)
+        return -1;
+    int rc = cfs_array_read(v->inner, start, count, tmp, err);
+    char **s = out;
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        bool neg;
+        uint64_t mag = int_elem(tmp, v->inner->dtype, (size_t)i, &neg);
+        char buf[32];
+        snprintf(buf, sizeof buf, "%s%llu", neg ? "-" : "", (ull)mag);
+        if (!(s[i] = strdup(buf))) {
+            cfs_strings_free(s, (size_t)i);
+            rc = oom(err);
+        }
+    }
+    free(tmp);
+    return rc;
+}
+
+static int view_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                     void *out, cfs_err *err)
+{
+    const view *v = arr->ctx;
+    uint64_t n = slab_elems(arr->ndim, count);
+    if (n == 0)
+        return 0;
+    switch (v->kind) {
+    case VIEW_TRANSPOSE: return transpose_read(v, start, count, out, err);
+    case VIEW_SQUEEZE: {
+        uint64_t s[2] = {start[0], 0}, c[2] = {count[0], 1};
+        return cfs_array_read(v->inner, s, c, out, err);
+    }
+    case VIEW_UNESCAPE:
+        if (cfs_array_read(v->inner, start, count, out, err) < 0)
+            return -1;
+        return unescape_all(out, (size_t)n, err);
+    case VIEW_FORMAT: return format_read(v, n, start, count, out, err);
+    }
+    return cfs_err_set(err, "unknown view");
+}
+
+static void view_free(void *ctx)
+{
+    view *v = ctx;
+    if (!v)
+        return;
+    cfs_array_unref(v->inner);
+    free(v);
+}
+
+static const cfs_array_ops view_ops = {view_read, view_free};
+
+/* A view of inner (whose reference it takes over, also on failure). NULL on allocation
+ * failure. */
+static cfs_array *view_new(view_kind kind, cfs_array *inner)
+{
+    uint64_t shape[CFS_MAX_DIMS];
+    int ndim = inner->ndim;
+    cfs_dtype dt = inner->dtype;
+    memcpy(shape, inner->shape, sizeof shape);
+    if (kind == VIEW_TRANSPOSE) {
+        shape[0] = inner->shape[1];
+        shape[1] = inner->shape[0];
+    } else if (kind == VIEW_SQUEEZE) {
+        ndim = 1;
+    } else {
+        dt = CFS_STRING;
+    }
+    view *v = calloc(1, sizeof *v);
+    cfs_array *arr = v ? cfs_array_new(dt, ndim, shape, &view_ops, v) : NULL;
+    if (!arr) {
+        free(v);
+        cfs_array_unref(inner);
+        return NULL;
+    }
+    v->kind = kind;
+    v->inner = inner;
+    return arr;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Numeric fields of compound datasets (SCENIC's embeddings, regulon AUCs) as an (n, k) or n
+ * array: each column is one member, read by HDF5 member selection, converted to one dtype. */
+
+typedef struct field_col {
+    hid_t dset;
+    hid_t mtype;        /* compound memory type holding only this member */
+} field_col;
+
+typedef struct fields_array {
+    field_col *cols;
+    size_t ncols;
+    size_t es;
+    char *name;         /* for messages */
+} fields_array;
+
+static void fields_free(void *ctx)
+{
+    fields_array *f = ctx;
+    if (!f)
+        return;
+    cfs_h5_lock();
+    for (size_t i = 0; i < f->ncols; i++) {
+        if (f->cols[i].mtype >= 0)
+            H5Tclose(f->cols[i].mtype);
+        if (f->cols[i].dset >= 0)
+            H5Dclose(f->cols[i].dset);
+    }
+    cfs_h5_unlock();
+    free(f->cols);
+    free(f->name);
+    free(f);
+}
+
+static int fields_read_col(const fields_array *f, const field_col *c, uint64_t r0, uint64_t nr,
+                           void *buf, cfs_err *err)
+{
+    hsize_t hs = r0, hc = nr, hn = nr;
+    hid_t fs = H5Dget_space(c->dset), ms = H5Screate_simple(1, &hn, NULL);
+    int rc = 0;
+    if (fs < 0 || ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, &hs, NULL, &hc, NULL) < 0) {
+        rc = cfs_err_set(err, "reading %s failed: the selection cannot be made", f->name);
+    } else if (H5Dread(c->dset, c->mtype, ms, fs, H5P_DEFAULT, buf) < 0) {
+        char detail[256];
+        cfs_h5_error_detail(detail, sizeof detail);
+        rc = cfs_err_set(err, "reading %s failed: %s", f->name, detail);
+    }
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    return rc;
+}
+
+static int fields_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                       void *out, cfs_err *err)
+{
+    const fields_array *f = arr->ctx;
+    uint64_t c0 = arr->ndim == 2 ? start[1] : 0, nc = arr->ndim == 2 ? count[1] : 1;
+    uint64_t nr = count[0];
+    if (nr == 0 || nc == 0)
+        return 0;
+    unsigned char *tmp = alloc_n(nr * nc, f->es, err);
+    if (!tmp)
+        return -1;
+    int rc = 0;
+    cfs_h5_lock();
+    for (uint64_t c = 0; rc == 0 && c < nc; c++)
+        rc = fields_read_col(f, &f->cols[c0 + c], start[0], nr, tmp + c * nr * f->es, err);
+    cfs_h5_unlock();
+    if (rc == 0)
+        transpose(tmp, out, nc, nr, f->es); /* column blocks -> rows */
+    free(tmp);
+    return rc;
+}
+
+static const cfs_array_ops fields_ops = {fields_read, fields_free};
+
+/* The model dtype of member m of a compound type if it is a number (float16 read as float32),
+ * else -1 with a reason. */
+static int member_dtype(hid_t ctype, unsigned m, const char *name, cfs_dtype *out, cfs_err *err)
+{
+    hid_t mt = H5Tget_member_type(ctype, m);
+    if (mt < 0)
+        return cfs_err_set(err, "its field '%s' cannot be described", name);
+    int rc = 0;
+    H5T_class_t cls = H5Tget_class(mt);
+    if (cls != H5T_INTEGER && cls != H5T_FLOAT) {
+        char desc[96];
+        cfs_h5_type_describe(mt, desc, sizeof desc);
+        rc = cfs_err_set(err, "its field '%s' holds %s, not numbers", name, desc);
+    } else if (cfs_h5_dtype_of(mt, out, err) < 0) {
+        rc = -1;
+    } else if (*out == CFS_FLOAT16) {
+        *out = CFS_FLOAT32;
+    }
+    H5Tclose(mt);
+    return rc;
+}
+
+typedef struct field_ref {
+    const char *dset;   /* raw link name inside the group */
+    const char *member; /* raw member name */
+} field_ref;
+
+/* One column per reference: n rows, and ndim 1 (one column) or 2. */
+static int fields_open(hid_t grp, const field_ref *refs, size_t ncols, int ndim, uint64_t n,
+                       const char *label, cfs_array **out, cfs_err *err)
+{
+    fields_array *f = calloc(1, sizeof *f);
+    if (!f || !(f->cols = calloc(ncols, sizeof *f->cols)) || !(f->name = strdup(label))) {
+        fields_free(f);
+        return oom(err);
+    }
+    for (size_t i = 0; i < ncols; i++)
+        f->cols[i].dset = f->cols[i].mtype = -1;
+    f->ncols = ncols;
+    cfs_dtype dt = CFS_FLOAT64;
+    cfs_dtype *dts = calloc(ncols, sizeof *dts);
+    int rc = dts ? 0 : oom(err);
+    for (size_t i = 0; rc == 0 && i < ncols; i++) {
+        hid_t d = f->cols[i].dset = H5Dopen2(grp, refs[i].dset, H5P_DEFAULT);
+        hid_t t = d >= 0 ? H5Dget_type(d) : -1;
+        int m = t >= 0 ? H5Tget_member_index(t, refs[i].member) : -1;
+        if (m < 0)
+            rc = cfs_err_set(err, "its field '%s' cannot be opened", refs[i].member);
+        else
+            rc = member_dtype(t, (unsigned)m, refs[i].member, &dts[i], err);
+        if (t >= 0)
+            H5Tclose(t);
+    }
+    if (rc == 0) {
+        dt = dts[0];
+        for (size_t i = 1; i < ncols; i++)
+            if (dts[i] != dt)
+                dt = CFS_FLOAT64;
+        f->es = cfs_dtype_size(dt);
+    }
+    for (size_t i = 0; rc == 0 && i < ncols; i++) {
+        hid_t ct = f->cols[i].mtype = H5Tcreate(H5T_COMPOUND, f->es);
+        if (ct < 0 || H5Tinsert(ct, refs[i].member, 0, le_type(dt)) < 0)
+            rc = cfs_err_set(err, "libhdf5 could not make a record type");
+    }
+    free(dts);
+    uint64_t shape[2] = {n, ncols};
+    cfs_array *arr = rc == 0 ? cfs_array_new(dt, ndim, shape, &fields_ops, f) : NULL;
+    if (rc == 0 && !arr)
+        rc = oom(err);
+    if (rc < 0) {
+        fields_free(f);
+        return -1;
+    }
+    *out = arr;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* HDF5 objects */
+
+typedef enum obj_kind { OBJ_NONE, OBJ_GROUP, OBJ_DATASET, OBJ_OTHER } obj_kind;
+
+/* What loc/name is, following hard and soft links only (never into another file). */
+static obj_kind object_kind(hid_t loc, const char *name)
+{
+    if (H5Lexists(loc, name, H5P_DEFAULT) <= 0)
+        return OBJ_NONE;
+    H5L_info_t li;
+    if (H5Lget_info(loc, name, &li, H5P_DEFAULT) < 0 ||
+        (li.type != H5L_TYPE_HARD && li.type != H5L_TYPE_SOFT))
+        return OBJ_OTHER;
+    hid_t obj = H5Oopen(loc, name, H5P_DEFAULT);
+    if (obj < 0)
+        return OBJ_OTHER;
+    H5I_type_t t = H5Iget_type(obj);
+    H5Oclose(obj);
+    return t == H5I_GROUP ? OBJ_GROUP : t == H5I_DATASET ? OBJ_DATASET : OBJ_OTHER;
+}
+
+/* Opens loc/name as a group if it is one, else -1. */
+static hid_t group_open(hid_t loc, const char *name)
+{
+    return object_kind(loc, name) == OBJ_GROUP ? H5Gopen2(loc, name, H5P_DEFAULT) : -1;
+}
+
+/* Rank and dims of a dataset (rank -1 if unusable, 0 for a scalar). */
+static int dataset_dims(hid_t dset, uint64_t *shape)
+{
+    hid_t space = H5Dget_space(dset);
+    if (space < 0)
+        return -1;
+    H5S_class_t sc = H5Sget_simple_extent_type(space);
+    int rank = 0;
+    if (sc == H5S_SIMPLE) {
+        hsize_t dims[H5S_MAX_RANK];
+        rank = H5Sget_simple_extent_dims(space, dims, NULL);
+        if (rank > CFS_MAX_DIMS)
+            rank = -1;
+        for (int d = 0; d < rank; d++)
+            shape[d] = dims[d];
+    } else if (sc != H5S_SCALAR) {
+        rank = -1;
+    }
+    H5Sclose(space);
+    return rank;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Attribute groups (row_attrs, col_attrs): what each member is, from metadata */
+
+typedef struct attr_info {
+    char *raw;          /* link name */
+    char *name;         /* valid UTF-8 */
+    bool dataset, compound, string;
+    int ndim;           /* -1 when unusable */
+    uint64_t shape[CFS_MAX_DIMS];
+    bool used;          /* consumed as the index or as the second half of an embedding pair */
+} attr_info;
+
+typedef struct attr_list {
+    const char *group;  /* "row_attrs" / "col_attrs" */
+    hid_t grp;          /* -1 if the file has none */
+    attr_info *a;
+    size_t n;
+} attr_list;
+
+static void attr_list_free(attr_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->a[i].raw);
+        free(l->a[i].name);
+    }
+    free(l->a);
+    if (l->grp >= 0)
+        H5Gclose(l->grp);
+}
+
+static void describe(hid_t grp, attr_info *ai)
+{
+    ai->ndim = -1;
+    if (object_kind(grp, ai->raw) != OBJ_DATASET)
+        return;
+    hid_t d = H5Dopen2(grp, ai->raw, H5P_DEFAULT);
+    if (d < 0)
+        return;
+    ai->dataset = true;
+    ai->ndim = dataset_dims(d, ai->shape);
+    hid_t t = H5Dget_type(d);
+    if (t >= 0) {
+        ai->compound = H5Tget_class(t) == H5T_COMPOUND;
+        ai->string = H5Tget_class(t) == H5T_STRING;
+        H5Tclose(t);
+    }
+    H5Dclose(d);
+}
+
+static int attr_list_load(hid_t file, const char *group, attr_list *l, cfs_err *err)
+{
+    memset(l, 0, sizeof *l);
+    l->group = group;
+    l->grp = group_open(file, group);
+    if (l->grp < 0)
+        return 0;
+    char **names;
+    size_t n;
+    if (cfs_h5_group_names(l->grp, &names, &n, err) < 0)
+        return cfs_err_prefix(err, "its %s", group);
+    if (!(l->a = calloc(n ? n : 1, sizeof *l->a))) {
+        cfs_h5_names_free(names, n);
+        return oom(err);
+    }
+    l->n = n;
+    for (size_t i = 0; i < n; i++) {
+        l->a[i].raw = names[i];
+        names[i] = NULL;
+        if (!(l->a[i].name = cfs_h5_utf8_dup(l->a[i].raw, strlen(l->a[i].raw)))) {
+            cfs_h5_names_free(names, n);
+            return oom(err);
+        }
+        describe(l->grp, &l->a[i]);
+    }
+    cfs_h5_names_free(names, n);
+    return 0;
+}
+
+static attr_info *attr_find(const attr_list *l, const char *raw)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->a[i].raw, raw) == 0)
+            return &l->a[i];
+    return NULL;
+}
+
+/* One value per element of an axis of length len (as (len, ...) or, for a 2-d numeric
+ * attribute from an R writer, (k, len)). */
+static bool fits(const attr_info *ai, uint64_t len)
+{
+    if (!ai->dataset || ai->ndim < 1)
+        return false;
+    return ai->shape[0] == len || (ai->ndim == 2 && !ai->compound && ai->shape[1] == len);
+}
+
+static size_t count_fits(const attr_list *l, uint64_t len)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < l->n; i++)
+        k += fits(&l->a[i], len);
+    return k;
+}
+
+static size_t count_data(const attr_list *l)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < l->n; i++)
+        k += l->a[i].dataset && l->a[i].ndim >= 1;
+    return k;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The reader's state */
+
+typedef struct axis {
+    attr_list attrs;
+    const char *df;          /* "obs" / "var" */
+    const char *multi;       /* "obsm" / "varm" */
+    const char *pairs;       /* "obsp" / "varp" */
+    const char *graphs[2];   /* "col_graphs", "col_edges" */
+    const char *unit;        /* "cells" / "genes" */
+    const char *const *index_names;
+    bool cells;
+    uint64_t len;
+    cfs_array *index;        /* the index values (a reference kept for obsm dataframes) */
+    const char *index_key;   /* its name: the attribute's, or "_index" for 0..n-1 */
+} axis;
+
+typedef struct lrd {
+    cfs_dataset *ds;
+    hid_t file;
+    uint64_t mshape[2];      /* /matrix as stored */
+    bool swapped;            /* /matrix is stored cells x genes */
+    axis ax[2];              /* 0: var (rows of a loom), 1: obs (columns) */
+} lrd;
+
+static const char *const obs_index_names[] = {"CellID", "obs_names", "cell_names", NULL};
+static const char *const var_index_names[] = {"Gene", "var_names", "gene_names", "Accession", NULL};
+
+/* "/matrix (genes x cells: 40 x 60)" for messages. */
+static void matrix_desc(const lrd *r, char *buf, size_t len)
+{
+    snprintf(buf, len, "/matrix (%s: %llu x %llu)", r->swapped ? "cells x genes" : "genes x cells",
+             (ull)r->mshape[0], (ull)r->mshape[1]);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Columns, obsm/varm entries and the index */
+
+/* Opens an attribute as a 1-d column array of len values (from (len), (len, 1) or (1, len)),
+ * strings unescaped. */
+static int open_column(hid_t grp, const attr_info *ai, cfs_array **out, cfs_err *err)
+{
+    cfs_array *arr = NULL;
+    if (cfs_h5_array_open(grp, ai->raw, &arr, err) < 0)
+        return -1;
+    if (arr->dtype == CFS_COMPOUND) {
+        cfs_array_unref(arr);
+        return cfs_err_set(err, "it holds records");
+    }
+    if (arr->ndim == 2 && arr->shape[0] == 1 && arr->shape[1] != 1)
+        arr = view_new(VIEW_TRANSPOSE, arr);
+    if (arr && arr->ndim == 2)
+        arr = view_new(VIEW_SQUEEZE, arr);
+    if (arr && arr->dtype == CFS_STRING)
+        arr = view_new(VIEW_UNESCAPE, arr);
+    if (!arr)
+        return oom(err);
+    *out = arr;
+    return 0;
+}
+
+static bool index_capable(const attr_info *ai, uint64_t len)
+{
+    if (!ai->dataset || ai->compound || ai->ndim < 1 || ai->ndim > 2 || ai->shape[0] != len)
+        return false;
+    return ai->ndim == 1 || ai->shape[1] == 1;
+}
+
+static cfs_elem *array_elem(cfs_elem_kind kind, const char *name, cfs_array *arr)
+{
+    cfs_elem *el = cfs_elem_new(kind, name);
+    if (el)
+        el->values = arr;
+    else
+        cfs_array_unref(arr);
+    return el;
+}
+
+/* 0..n-1 as strings (what anndata makes of a RangeIndex). */
+static cfs_array *positions(uint64_t n)
+{
+    char **s = calloc(n ? (size_t)n : 1, sizeof *s);
+    if (!s)
+        return NULL;
+    for (uint64_t i = 0; i < n; i++) {
+        char buf[24];
+        snprintf(buf, sizeof buf, "%llu", (ull)i);
+        if (!(s[i] = strdup(buf))) {
+            cfs_strings_free(s, (size_t)i);
+            free(s);
+            return NULL;
+        }
+    }
+    cfs_array *arr = cfs_array_from_memory(CFS_STRING, 1, &n, s);
+    if (!arr) {
+        cfs_strings_free(s, (size_t)n);
+        free(s);
+    }
+    return arr;
+}
+
+/* Reads the gene names whole, makes them unique and says so (naming the first renamed one). */
+static int unique_names(lrd *r, cfs_array **arr, cfs_err *err)
+{
+    uint64_t n = (*arr)->shape[0], start = 0;
+    char **names = alloc_n(n, sizeof *names, err);
+    char **orig = names ? alloc_n(n, sizeof *orig, err) : NULL;
+    if (!orig) {
+        free(names);
+        return -1;
+    }
+    if (cfs_array_read(*arr, &start, &n, names, err) < 0) {
+        free(names);
+        free(orig);
+        return -1;
+    }
+    int rc = 0;
+    for (uint64_t i = 0; rc == 0 && i < n; i++)
+        if (!(orig[i] = strdup(names[i]))) {
+            cfs_strings_free(orig, (size_t)i);
+            rc = oom(err);
+        }
+    size_t changed = 0;
+    cfs_array *mem = NULL;
+    if (rc == 0 && (cfs_names_make_unique(names, (size_t)n, &changed) < 0 ||
+                    !(mem = cfs_array_from_memory(CFS_STRING, 1, &n, names)))) {
+        cfs_strings_free(orig, (size_t)n);
+        rc = oom(err);
+    }
+    if (rc < 0) {
+        cfs_strings_free(names, (size_t)n);
+        free(names);
+        free(orig);
+        return -1;
+    }
+    cfs_array_unref(*arr);
+    *arr = mem;
+    for (uint64_t i = 0; rc == 0 && changed > 0 && i < n; i++) {
+        if (strcmp(orig[i], names[i]) == 0)
+            continue;
+        if (cfs_dataset_leave_out(r->ds, "var/_index",
+                                  "%zu duplicate gene name%s made unique as anndata's "
+                                  "var_names_make_unique does (%s -> %s, ...); the file's own "
+                                  "names are not kept",
+                                  changed, changed == 1 ? " was" : "s were", orig[i], names[i]) < 0)
+            rc = oom(err);
+        break;
+    }
+    cfs_strings_free(orig, (size_t)n);
+    free(orig);
+    return rc;
+}
+
+/* The index of an axis: the first usable candidate attribute, else 0..n-1. */
+static int read_index(lrd *r, axis *ax, cfs_elem *df, cfs_err *err)
+{
+    cfs_array *arr = NULL;
+    const char *chosen = NULL;
+    for (size_t k = 0; ax->index_names[k] && !arr; k++) {
+        attr_info *ai = attr_find(&ax->attrs, ax->index_names[k]);
+        if (!ai || !index_capable(ai, ax->len))
+            continue;
+        cfs_err why;
+        if (open_column(ax->attrs.grp, ai, &arr, &why) < 0) {
+            arr = NULL;
+            continue; /* it stays a column, and is left out there with its reason */
+        }
+        if (cfs_dtype_is_integer(arr->dtype) && arr->dtype != CFS_BOOL) {
+            arr = view_new(VIEW_FORMAT, arr);
+            if (!arr)
+                return oom(err);
+        } else if (arr->dtype != CFS_STRING) {
+            cfs_array_unref(arr);
+            arr = NULL;
+            continue;
+        }
+        ai->used = true;
+        chosen = ax->index_names[k];
+    }
+    if (!arr && !(arr = positions(ax->len)))
+        return oom(err);
+    if (!ax->cells && chosen && unique_names(r, &arr, err) < 0) {
+        cfs_array_unref(arr);
+        return -1;
+    }
+    const char *key = chosen ? chosen : "_index";
+    if (!(df->index = array_elem(CFS_EL_ARRAY, key, cfs_array_ref(arr))) ||
+        (chosen && !(df->index_name = strdup(chosen)))) {
+        cfs_array_unref(arr);
+        return oom(err);
+    }
+    ax->index = arr;
+    ax->index_key = key;
+    return 0;
+}
+
+static cfs_elem *ensure_multi(cfs_elem **multi, const char *name)
+{
+    if (!*multi)
+        *multi = cfs_elem_new(CFS_EL_DICT, name);
+    return *multi;
+}
+
+static int add_multi(cfs_elem **multi, const char *slot, cfs_elem *el, cfs_err *err)
+{
+    if (!el)
+        return oom(err);
+    if (!ensure_multi(multi, slot)) {
+        cfs_elem_free(el);
+        return oom(err);
+    }
+    return add_child(*multi, el, err);
+}
+
+static int mismatch(lrd *r, const axis *ax, const attr_info *ai, const char *slot, cfs_err *err)
+{
+    char md[128];
+    matrix_desc(r, md, sizeof md);
+    if (ai->ndim < 1)
+        return leave_out(r->ds, slot, ai->name, err,
+                         "%s/%s is a single value, not one per %s; the attribute was not read",
+                         ax->attrs.group, ai->name, ax->cells ? "cell" : "gene");
+    return leave_out(r->ds, slot, ai->name, err,
+                     "%s/%s has %llu values but %s has %llu %s; the attribute was not read",
+                     ax->attrs.group, ai->name, (ull)ai->shape[0], md, (ull)ax->len, ax->unit);
+}
+
+/* A 1-d (or (n, 1)) attribute as a column. */
+static int add_column(lrd *r, const axis *ax, const attr_info *ai, cfs_elem *df, cfs_err *err)
+{
+    cfs_array *arr = NULL;
+    cfs_err why;
+    if (open_column(ax->attrs.grp, ai, &arr, &why) < 0)
+        return leave_out(r->ds, ax->df, ai->name, err, "%s; the attribute was not read", why.msg);
+    cfs_elem *el = array_elem(CFS_EL_ARRAY, ai->name, arr);
+    return el ? add_child(df, el, err) : oom(err);
+}
+
+/* A 2-d (or n-d) numeric attribute as an obsm/varm array, (len, k) as loompy writes it or
+ * (k, len) as R writers leave it. */
+static int add_matrix_attr(lrd *r, const axis *ax, const attr_info *ai, cfs_elem **multi,
+                           cfs_err *err)
+{
+    cfs_array *arr = NULL;
+    cfs_err why;
+    if (cfs_h5_array_open(ax->attrs.grp, ai->raw, &arr, &why) < 0)
+        return leave_out(r->ds, ax->multi, ai->name, err, "%s; the attribute was not read",
+                         why.msg);
+    if (!numeric_dtype(arr->dtype)) {
+        const char *what = arr->dtype == CFS_STRING ? "strings" : "records";
+        cfs_array_unref(arr);
+        return leave_out(r->ds, ax->multi, ai->name, err,
+                         "%s/%s is a %d-d array of %s; %s holds numbers, so it was not read",
+                         ax->attrs.group, ai->name, ai->ndim, what, ax->multi);
+    }
+    if (arr->shape[0] != ax->len && !(arr = view_new(VIEW_TRANSPOSE, arr)))
+        return oom(err);
+    return add_multi(multi, ax->multi, array_elem(CFS_EL_ARRAY, ai->name, arr), err);
+}
+
+/* The raw member names of a compound dataset; free with cfs_h5_names_free. */
+static int member_names(hid_t grp, const char *raw, char ***out, size_t *n, cfs_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    hid_t d = H5Dopen2(grp, raw, H5P_DEFAULT);
+    hid_t t = d >= 0 ? H5Dget_type(d) : -1;
+    int nm = t >= 0 ? H5Tget_nmembers(t) : -1;
+    int rc = 0;
+    if (nm <= 0 || nm > LOOM_MAX_FIELDS)
+        rc = cfs_err_set(err, "its record type cannot be described");
+    char **names = rc == 0 ? calloc((size_t)nm, sizeof *names) : NULL;
+    if (rc == 0 && !names)
+        rc = oom(err);
+    for (int i = 0; rc == 0 && i < nm; i++) {
+        char *m = H5Tget_member_name(t, (unsigned)i);
+        if (!m || !(names[i] = strdup(m)))
+            rc = m ? oom(err) : cfs_err_set(err, "its record field %d cannot be named", i);
+        if (m)
+            H5free_memory(m);
+    }
+    if (t >= 0)
+        H5Tclose(t);
+    if (d >= 0)
+        H5Dclose(d);
+    if (rc < 0) {
+        cfs_h5_names_free(names, nm > 0 ? (size_t)nm : 0);
+        return -1;
+    }
+    *out = names;
+    *n = (size_t)nm;
+    return 0;
+}
+
+static bool has_name(char **names, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], s) == 0)
+            return true;
+    return false;
+}
+
+/* SCENIC's col_attrs/Embedding: every field a coordinate -> obsm (n, k). */
+static int add_embedding(lrd *r, const axis *ax, const attr_info *ai, char **fields, size_t nf,
+                         cfs_elem **multi, cfs_err *err)
+{
+    field_ref *refs = calloc(nf, sizeof *refs);
+    char *label = join(ax->attrs.group, ai->name);
+    if (!refs || !label) {
+        free(refs);
+        free(label);
+        return oom(err);
+    }
+    for (size_t i = 0; i < nf; i++)
+        refs[i] = (field_ref){ai->raw, fields[i]};
+    cfs_array *arr = NULL;
+    cfs_err why;
+    int rc = fields_open(ax->attrs.grp, refs, nf, 2, ax->len, label, &arr, &why);
+    free(refs);
+    free(label);
+    if (rc < 0)
+        return leave_out(r->ds, ax->multi, ai->name, err, "%s/%s: %s; the embedding was not read",
+                         ax->attrs.group, ai->name, why.msg);
+    return add_multi(multi, ax->multi, array_elem(CFS_EL_ARRAY, ai->name, arr), err);
+}
+
+/* SCENIC's Embeddings_X / Embeddings_Y: one field per embedding id in each -> one obsm (n, 2)
+ * entry per id, named Embeddings_<id>. */
+static int add_embedding_pairs(lrd *r, const axis *ax, const attr_info *xa, attr_info *ya,
+                               char **xf, size_t nxf, cfs_elem **multi, cfs_err *err)
+{
+    char **yf;
+    size_t nyf;
+    cfs_err why;
+    if (member_names(ax->attrs.grp, ya->raw, &yf, &nyf, &why) < 0)
+        return leave_out(r->ds, ax->multi, ya->name, err, "%s; the embeddings were not read",
+                         why.msg);
+    ya->used = true;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < nxf; i++) {
+        char *fname = cfs_h5_utf8_dup(xf[i], strlen(xf[i]));
+        size_t klen = fname ? strlen("Embeddings_") + strlen(fname) + 1 : 0;
+        char *key = fname ? malloc(klen) : NULL;
+        if (!key) {
+            free(fname);
+            rc = oom(err);
+            break;
+        }
+        snprintf(key, klen, "Embeddings_%s", fname);
+        if (!has_name(yf, nyf, xf[i])) {
+            rc = leave_out(r->ds, ax->multi, key, err,
+                           "%s/%s has no field '%s' to pair with %s/%s's; the embedding was not "
+                           "read", ax->attrs.group, ya->name, fname, ax->attrs.group, xa->name);
+        } else {
+            field_ref refs[2] = {{xa->raw, xf[i]}, {ya->raw, xf[i]}};
+            cfs_array *arr = NULL;
+            char label[512];
+            snprintf(label, sizeof label, "%s/%s+%s[%s]", ax->attrs.group, xa->name, ya->name,
+                     fname);
+            if (fields_open(ax->attrs.grp, refs, 2, 2, ax->len, label, &arr, &why) < 0)
+                rc = leave_out(r->ds, ax->multi, key, err, "%s/%s and %s: %s; the embedding was "
+                               "not read", ax->attrs.group, xa->name, ya->name, why.msg);
+            else
+                rc = add_multi(multi, ax->multi, array_elem(CFS_EL_ARRAY, key, arr), err);
+        }
+        free(key);
+        free(fname);
+    }
+    cfs_h5_names_free(yf, nyf);
+    return rc;
+}
+
+/* Any other compound attribute (RegulonsAUC, Clusterings, Regulons, ...): an obsm/varm
+ * dataframe with one numeric column per field, indexed like obs/var. */
+static int add_record_frame(lrd *r, const axis *ax, const attr_info *ai, char **fields, size_t nf,
+                            cfs_elem **multi, cfs_err *err)
+{
+    cfs_elem *df = cfs_elem_new(CFS_EL_DATAFRAME, ai->name);
+    char *path = join(ax->multi, ai->name);
+    int rc = df && path ? 0 : oom(err);
+    /* Indexed like obs/var, under the same name (as a frame built from obs would be). */
+    bool named = strcmp(ax->index_key, "_index") != 0;
+    if (rc == 0 &&
+        (!(df->index = array_elem(CFS_EL_ARRAY, ax->index_key, cfs_array_ref(ax->index))) ||
+         (named && !(df->index_name = strdup(ax->index_key)))))
+        rc = oom(err);
+    for (size_t i = 0; rc == 0 && i < nf; i++) {
+        char *fname = cfs_h5_utf8_dup(fields[i], strlen(fields[i]));
+        char label[512];
+        field_ref ref = {ai->raw, fields[i]};
+        cfs_array *arr = NULL;
+        cfs_err why;
+        if (!fname) {
+            rc = oom(err);
+            break;
+        }
+        snprintf(label, sizeof label, "%s/%s[%s]", ax->attrs.group, ai->name, fname);
+        if (strcmp(fname, ax->index_key) == 0)
+            rc = leave_out(r->ds, path, fname, err, "%s/%s: its field '%s' has the name of the "
+                           "frame's index; the field was not read", ax->attrs.group, ai->name,
+                           fname);
+        else if (fields_open(ax->attrs.grp, &ref, 1, 1, ax->len, label, &arr, &why) < 0)
+            rc = leave_out(r->ds, path, fname, err, "%s/%s: %s; the field was not read",
+                           ax->attrs.group, ai->name, why.msg);
+        else
+            rc = add_child(df, array_elem(CFS_EL_ARRAY, fname, arr), err);
+        free(fname);
+    }
+    free(path);
+    if (rc == 0 && df->nchildren == 0) {
+        cfs_elem_free(df);
+        return leave_out(r->ds, ax->multi, ai->name, err,
+                         "%s/%s is a record array without numeric fields; it was not read",
+                         ax->attrs.group, ai->name);
+    }
+    if (rc < 0) {
+        cfs_elem_free(df);
+        return -1;
+    }
+    return add_multi(multi, ax->multi, df, err);
+}
+
+static int add_compound(lrd *r, const axis *ax, attr_info *ai, cfs_elem **multi, cfs_err *err)
+{
+    if (ai->ndim != 1 || ai->shape[0] != ax->len)
+        return mismatch(r, ax, ai, ax->multi, err);
+    char **fields;
+    size_t nf;
+    cfs_err why;
+    if (member_names(ax->attrs.grp, ai->raw, &fields, &nf, &why) < 0)
+        return leave_out(r->ds, ax->multi, ai->name, err, "%s; the attribute was not read",
+                         why.msg);
+    int rc;
+    attr_info *ya = NULL;
+    if (ax->cells && streq(ai->raw, "Embeddings_X") &&
+        (ya = attr_find(&ax->attrs, "Embeddings_Y")) && ya->compound && ya->ndim == 1 &&
+        ya->shape[0] == ax->len && !ya->used)
+        rc = add_embedding_pairs(r, ax, ai, ya, fields, nf, multi, err);
+    else if (ax->cells && streq(ai->raw, "Embedding"))
+        rc = add_embedding(r, ax, ai, fields, nf, multi, err);
+    else
+        rc = add_record_frame(r, ax, ai, fields, nf, multi, err);
+    cfs_h5_names_free(fields, nf);
+    return rc;
+}
+
+/* One attribute: a column, an obsm/varm entry, or left out with its reason. -1 only on
+ * allocation failure. */
+static int add_attr(lrd *r, const axis *ax, attr_info *ai, cfs_elem *df, cfs_elem **multi,
+                    cfs_err *err)
+{
+    if (!ai->dataset)
+        return leave_out(r->ds, ax->df, ai->name, err,
+                         "%s/%s is not a dataset; the attribute was not read", ax->attrs.group,
+                         ai->name);
+    if (ai->compound)
+        return add_compound(r, ax, ai, multi, err);
+    if (ai->ndim == 1)
+        return ai->shape[0] == ax->len ? add_column(r, ax, ai, df, err)
+                                       : mismatch(r, ax, ai, ax->df, err);
+    if (ai->ndim < 1)
+        return mismatch(r, ax, ai, ax->df, err);
+    bool column = ai->ndim == 2 && ((ai->shape[0] == ax->len && ai->shape[1] == 1) ||
+                                    (ai->shape[1] == ax->len && ai->shape[0] == 1));
+    if (column)
+        return add_column(r, ax, ai, df, err);
+    bool rows = ai->shape[0] == ax->len || (ai->ndim == 2 && ai->shape[1] == ax->len);
+    return rows ? add_matrix_attr(r, ax, ai, multi, err) : mismatch(r, ax, ai, ax->multi, err);
+}
+
+static int read_axis(lrd *r, axis *ax, cfs_elem *root, cfs_elem **multi, cfs_err *err)
+{
+    cfs_elem *df = cfs_elem_new(CFS_EL_DATAFRAME, ax->df);
+    if (!df)
+        return oom(err);
+    int rc = read_index(r, ax, df, err);
+    for (size_t i = 0; rc == 0 && i < ax->attrs.n; i++) {
+        attr_info *ai = &ax->attrs.a[i];
+        if (ai->used)
+            continue;
+        if (strcmp(ai->name, ax->index_key) == 0) /* only "_index" can clash: 0..n-1 took it */
+            rc = leave_out(r->ds, ax->df, ai->name, err, "%s/%s has the name the index of "
+                           "positions takes in the store; the attribute was not read",
+                           ax->attrs.group, ai->name);
+        else
+            rc = add_attr(r, ax, ai, df, multi, err);
+    }
+    if (rc < 0) {
+        cfs_elem_free(df);
+        return -1;
+    }
+    return add_child(root, df, err);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* X and layers */
+
+static int open_matrix(lrd *r, hid_t loc, const char *name, cfs_array **out, cfs_err *err)
+{
+    cfs_array *arr = NULL;
+    if (cfs_h5_array_open(loc, name, &arr, err) < 0)
+        return -1;
+    if (arr->ndim != 2 || !numeric_dtype(arr->dtype)) {
+        cfs_err_set(err, "it is a %d-d %s array, not a 2-d numeric matrix", arr->ndim,
+                    cfs_dtype_name(arr->dtype));
+        cfs_array_unref(arr);
+        return -1;
+    }
+    if (arr->shape[0] != r->mshape[0] || arr->shape[1] != r->mshape[1]) {
+        cfs_err_set(err, "its shape is %llu x %llu but /matrix is %llu x %llu",
+                    (ull)arr->shape[0], (ull)arr->shape[1], (ull)r->mshape[0], (ull)r->mshape[1]);
+        cfs_array_unref(arr);
+        return -1;
+    }
+    if (!r->swapped && !(arr = view_new(VIEW_TRANSPOSE, arr)))
+        return oom(err);
+    *out = arr;
+    return 0;
+}
+
+static int read_expression(lrd *r, cfs_array *main_x, cfs_elem *root, cfs_err *err)
+{
+    cfs_elem *layers = cfs_elem_new(CFS_EL_DICT, "layers");
+    if (!layers) {
+        cfs_array_unref(main_x);
+        return oom(err);
+    }
+    hid_t grp = group_open(r->file, "layers");
+    char **names = NULL;
+    size_t n = 0;
+    int rc = 0;
+    if (grp >= 0 && cfs_h5_group_names(grp, &names, &n, err) < 0) {
+        cfs_err why = *err;
+        n = 0;
+        rc = leave_out(r->ds, "layers", "", err, "%s; no layer was read", why.msg);
+    }
+    cfs_array *spliced = NULL;
+    bool own_matrix_layer = false;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char *name = cfs_h5_utf8_dup(names[i], strlen(names[i]));
+        cfs_array *arr = NULL;
+        cfs_err why;
+        if (!name)
+            rc = oom(err);
+        else if (object_kind(grp, names[i]) != OBJ_DATASET)
+            rc = leave_out(r->ds, "layers", name, err, "layers/%s is not a dataset; the layer "
+                           "was not read", name);
+        else if (open_matrix(r, grp, names[i], &arr, &why) < 0)
+            rc = leave_out(r->ds, "layers", name, err, "layers/%s: %s; the layer was not read",
+                           name, why.msg);
+        else {
+            if (streq(name, "spliced"))
+                spliced = cfs_array_ref(arr);
+            own_matrix_layer |= streq(name, "matrix");
+            rc = add_child(layers, array_elem(CFS_EL_ARRAY, name, arr), err);
+        }
+        free(name);
+    }
+    cfs_h5_names_free(names, n);
+    if (grp >= 0)
+        H5Gclose(grp);
+    /* anndata.read_loom (X_name='spliced'): X is the spliced layer when there is one, and the
+     * main matrix becomes the layer 'matrix' (a layer of that name in the file wins). */
+    cfs_elem *x = NULL;
+    if (rc == 0 && spliced) {
+        x = array_elem(CFS_EL_ARRAY, "X", spliced);
+        spliced = NULL;
+        if (!own_matrix_layer) {
+            cfs_elem *m = array_elem(CFS_EL_ARRAY, "matrix", main_x);
+            main_x = NULL;
+            if (!m || cfs_elem_add(layers, m) < 0) {
+                cfs_elem_free(m);
+                rc = oom(err);
+            } else {
+                /* first, as anndata lists it */
+                memmove(layers->children + 1, layers->children,
+                        (layers->nchildren - 1) * sizeof *layers->children);
+                layers->children[0] = m;
+            }
+        }
+    } else if (rc == 0) {
+        x = array_elem(CFS_EL_ARRAY, "X", main_x);
+        main_x = NULL;
+    }
+    cfs_array_unref(spliced);
+    cfs_array_unref(main_x);
+    if (rc == 0 && !x)
+        rc = oom(err);
+    if (rc == 0)
+        rc = add_child(root, x, err);
+    else
+        cfs_elem_free(x);
+    if (rc == 0 && layers->nchildren > 0)
+        return add_child(root, layers, err);
+    cfs_elem_free(layers);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Graphs: COO (a, b, w) -> CSR, duplicate edges summed (as scipy's tocsr does) */
+
+typedef struct coo {
+    uint32_t *a, *b;
+    unsigned char *w;
+    cfs_dtype wt;
+    uint64_t nnz;
+} coo;
+
+static void coo_free(coo *g)
+{
+    free(g->a);
+    free(g->b);
+    free(g->w);
+}
+
+static void add_weight(unsigned char *dst, const unsigned char *src, cfs_dtype t)
+{
+#define ADD_AS(type)                                                                          \
+    do {                                                                                      \
+        type x_, y_;                                                                          \
+        memcpy(&x_, dst, sizeof x_);                                                          \
+        memcpy(&y_, src, sizeof y_);                                                          \
+        x_ = (type)(x_ + y_);                                                                 \
+        memcpy(dst, &x_, sizeof x_);                                                          \
+    } while (0)
+    switch (t) {
+    case CFS_BOOL: *dst = *dst || *src; break;
+    case CFS_INT8: ADD_AS(int8_t); break;
+    case CFS_INT16: ADD_AS(int16_t); break;
+    case CFS_INT32: ADD_AS(uint32_t); break; /* wraps like numpy, without signed overflow */
+    case CFS_INT64: ADD_AS(uint64_t); break;
+    case CFS_UINT8: ADD_AS(uint8_t); break;
+    case CFS_UINT16: ADD_AS(uint16_t); break;
+    case CFS_UINT32: ADD_AS(uint32_t); break;
+    case CFS_UINT64: ADD_AS(uint64_t); break;
+    case CFS_FLOAT32: ADD_AS(float); break;
+    case CFS_FLOAT64: ADD_AS(double); break;
+    default: break;
+    }
+#undef ADD_AS
+}
+
+/* Reads an integer vertex array into uint32 (every vertex < n <= 2^32). */
+static int read_vertices(const cfs_array *arr, const char *what, uint64_t n, uint32_t **out,
+                         cfs_err *err)
+{
+    uint64_t len = arr->shape[0], start = 0;
+    void *raw = alloc_n(len, cfs_dtype_size(arr->dtype), err);
+    uint32_t *v = raw ? alloc_n(len, sizeof *v, err) : NULL;
+    int rc = v ? cfs_array_read(arr, &start, &len, raw, err) : -1;
+    for (uint64_t i = 0; rc == 0 && i < len; i++) {
+        bool neg;
+        uint64_t x = int_elem(raw, arr->dtype, (size_t)i, &neg);
+        if (neg || x >= n)
+            rc = cfs_err_set(err, "%s[%llu] is %s%llu, outside 0..%llu", what, (ull)i,
+                             neg ? "-" : "", (ull)x, (ull)(n ? n - 1 : 0));
+        else
+            v[i] = (uint32_t)x;
+    }
+    free(raw);
+    if (rc < 0) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int need_vector(const cfs_array *arr, const char *what, bool integer, cfs_err *err)
+{
+    if (arr->ndim != 1)
+        return cfs_err_set(err, "its %s is %d-d, not 1-d", what, arr->ndim);
+    if (integer && (!cfs_dtype_is_integer(arr->dtype) || arr->dtype == CFS_BOOL))
+        return cfs_err_set(err, "its %s holds %s, not integers", what, cfs_dtype_name(arr->dtype));
+    if (!integer && (!numeric_dtype(arr->dtype) || arr->dtype == CFS_FLOAT16))
+        return cfs_err_set(err, "its %s holds %s, which this reader does not sum", what,
+                           cfs_dtype_name(arr->dtype));
+    return 0;
+}
+
+static int read_coo(hid_t g, uint64_t n, coo *out, cfs_err *err)
+{
+    cfs_array *a = NULL, *b = NULL, *w = NULL;
+    int rc = 0;
+    if (cfs_h5_array_open(g, "a", &a, err) < 0 || cfs_h5_array_open(g, "b", &b, err) < 0 ||
+        cfs_h5_array_open(g, "w", &w, err) < 0 || need_vector(a, "a", true, err) < 0 ||
+        need_vector(b, "b", true, err) < 0 || need_vector(w, "w", false, err) < 0)
+        rc = -1;
+    else if (a->shape[0] != b->shape[0] || a->shape[0] != w->shape[0])
+        rc = cfs_err_set(err, "its a, b and w have %llu, %llu and %llu entries, not one each per "
+                         "edge", (ull)a->shape[0], (ull)b->shape[0], (ull)w->shape[0]);
+    else if (a->shape[0] > LOOM_MAX_GRAPH_EDGES)
+        rc = cfs_err_set(err, "it has %llu edges, more than the %llu this reader builds in memory",
+                         (ull)a->shape[0], (ull)LOOM_MAX_GRAPH_EDGES);
+    if (rc == 0) {
+        uint64_t len = w->shape[0], start = 0;
+        out->nnz = len;
+        out->wt = w->dtype;
+        if (read_vertices(a, "a", n, &out->a, err) < 0 ||
+            read_vertices(b, "b", n, &out->b, err) < 0 ||
+            !(out->w = alloc_n(len, cfs_dtype_size(w->dtype), err)) ||
+            cfs_array_read(w, &start, &len, out->w, err) < 0)
+            rc = -1;
+    }
+    cfs_array_unref(a);
+    cfs_array_unref(b);
+    cfs_array_unref(w);
+    return rc;
+}
+
+/* Stable counting sort of the edge order perm by key[] (values < n). */
+static int counting_sort(const uint32_t *key, uint64_t n, const uint32_t *in, uint32_t *out,
+                         uint64_t nnz, uint64_t *counts)
+{
+    memset(counts, 0, (size_t)(n + 1) * sizeof *counts);
+    for (uint64_t i = 0; i < nnz; i++)
+        counts[key[in ? in[i] : i] + 1]++;
+    for (uint64_t k = 0; k < n; k++)
+        counts[k + 1] += counts[k];
+    for (uint64_t i = 0; i < nnz; i++) {
+        uint32_t e = in ? in[i] : (uint32_t)i;
+        out[counts[key[e]]++] = e;
+    }
+    return 0;
+}
+
+typedef struct csr {
+    void *data;
+    void *indices;      /* int32 (or int64 past 2^31 vertices) */
+    int32_t *indptr;
+    uint64_t nnz;
+    bool wide;
+} csr;
+
+static int coo_to_csr(const coo *g, uint64_t n, csr *m, cfs_err *err)
+{
+    uint64_t *counts = alloc_n(n + 1, sizeof *counts, err);
+    uint32_t *p1 = counts ? alloc_n(g->nnz, sizeof *p1, err) : NULL;
+    uint32_t *p2 = p1 ? alloc_n(g->nnz, sizeof *p2, err) : NULL;
+    size_t ws = cfs_dtype_size(g->wt);
+    m->wide = n > (uint64_t)INT32_MAX;
+    m->data = p2 ? alloc_n(g->nnz, ws, err) : NULL;
+    m->indices = m->data ? alloc_n(g->nnz, m->wide ? 8 : 4, err) : NULL;
+    m->indptr = m->indices ? alloc_n(n + 1, sizeof *m->indptr, err) : NULL;
+    int rc = m->indptr ? 0 : -1;
+    if (rc == 0) {
+        counting_sort(g->b, n, NULL, p1, g->nnz, counts); /* by column ... */
+        counting_sort(g->a, n, p1, p2, g->nnz, counts);   /* ... then stably by row */
+        uint64_t k = 0, row = 0;
+        m->indptr[0] = 0;
+        for (uint64_t i = 0; i < g->nnz; i++) {
+            uint32_t e = p2[i];
+            while (row < g->a[e])
+                m->indptr[++row] = (int32_t)k;
+            bool same = k > (uint64_t)m->indptr[row] &&
+                        (m->wide ? ((int64_t *)m->indices)[k - 1] == (int64_t)g->b[e]
+                                 : ((int32_t *)m->indices)[k - 1] == (int32_t)g->b[e]);
+            if (same) {
+                add_weight((unsigned char *)m->data + (k - 1) * ws, g->w + (size_t)e * ws, g->wt);
+                continue;
+            }
+            memcpy((unsigned char *)m->data + k * ws, g->w + (size_t)e * ws, ws);
+            if (m->wide)
+                ((int64_t *)m->indices)[k] = g->b[e];
+            else
+                ((int32_t *)m->indices)[k] = (int32_t)g->b[e];
+            k++;
+        }
+        while (row < n)
+            m->indptr[++row] = (int32_t)k;
+        m->nnz = k;
+    }
+    free(counts);
+    free(p1);
+    free(p2);
+    if (rc < 0) {
+        free(m->data);
+        free(m->indices);
+        free(m->indptr);
+    }
+    return rc;
+}
+
+static int graph_elem(const char *name, csr *m, cfs_dtype wt, uint64_t n, cfs_elem **out,
+                      cfs_err *err)
+{
+    uint64_t np1 = n + 1;
+    cfs_elem *el = cfs_elem_new(CFS_EL_SPARSE, name);
+    if (el) {
+        el->values = cfs_array_from_memory(wt, 1, &m->nnz, m->data);
+        if (el->values)
+            m->data = NULL;
+        el->aux = cfs_array_from_memory(m->wide ? CFS_INT64 : CFS_INT32, 1, &m->nnz, m->indices);
+        if (el->aux)
+            m->indices = NULL;
+        el->indptr = cfs_array_from_memory(CFS_INT32, 1, &np1, m->indptr);
+        if (el->indptr)
+            m->indptr = NULL;
+    }
+    free(m->data);
+    free(m->indices);
+    free(m->indptr);
+    if (!el || !el->values || !el->aux || !el->indptr) {
+        cfs_elem_free(el);
+        return oom(err);
+    }
+    el->csr = true;
+    el->sparse_shape[0] = el->sparse_shape[1] = n;
+    *out = el;
+    return 0;
+}
+
+static int read_graph(hid_t grp, const char *raw, const char *name, uint64_t n, cfs_elem **out,
+                      cfs_err *err)
+{
+    if (object_kind(grp, raw) != OBJ_GROUP)
+        return cfs_err_set(err, "it is not a group of a, b and w");
+    hid_t g = H5Gopen2(grp, raw, H5P_DEFAULT);
+    if (g < 0)
+        return cfs_err_set(err, "it cannot be opened");
+    coo c = {0};
+    csr m = {0};
+    int rc = read_coo(g, n, &c, err);
+    H5Gclose(g);
+    if (rc == 0 && (rc = coo_to_csr(&c, n, &m, err)) == 0)
+        rc = graph_elem(name, &m, c.wt, n, out, err);
+    coo_free(&c);
+    return rc;
+}
+
+static int read_graphs(lrd *r, const axis *ax, cfs_elem *root, cfs_err *err)
+{
+    cfs_elem *dict = cfs_elem_new(CFS_EL_DICT, ax->pairs);
+    if (!dict)
+        return oom(err);
+    int rc = 0;
+    for (int k = 0; rc == 0 && k < 2; k++) {
+        hid_t grp = group_open(r->file, ax->graphs[k]);
+        char **names = NULL;
+        size_t n = 0;
+        if (grp >= 0 && cfs_h5_group_names(grp, &names, &n, err) < 0) {
+            cfs_err why = *err;
+            n = 0;
+            rc = leave_out(r->ds, ax->pairs, ax->graphs[k], err, "%s; its graphs were not read",
+                           why.msg);
+        }
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            char *name = cfs_h5_utf8_dup(names[i], strlen(names[i]));
+            cfs_elem *el = NULL;
+            cfs_err why;
+            if (!name)
+                rc = oom(err);
+            else if (cfs_elem_child(dict, name))
+                rc = 0; /* the col_graphs one is the current copy of an old col_edges one */
+            else if (read_graph(grp, names[i], name, ax->len, &el, &why) < 0)
+                rc = leave_out(r->ds, ax->pairs, name, err, "%s/%s: %s; the graph was not read",
+                               ax->graphs[k], name, why.msg);
+            else
+                rc = add_child(dict, el, err);
+            free(name);
+        }
+        cfs_h5_names_free(names, n);
+        if (grp >= 0)
+            H5Gclose(grp);
+    }
+    if (rc == 0 && dict->nchildren > 0)
+        return add_child(root, dict, err);
+    cfs_elem_free(dict);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Global attributes -> uns */
+
+static cfs_elem *memory_elem(const char *name, cfs_dtype t, int ndim, const uint64_t *shape,
+                             void *data)
+{
+    cfs_array *arr = cfs_array_from_memory(t, ndim, shape, data);
+    if (!arr)
+        return NULL;
+    return array_elem(ndim == 0 ? CFS_EL_SCALAR : CFS_EL_ARRAY, name, arr);
+}
+
+/* A root HDF5 attribute (loom before 3.0) as an uns value. */
+static int read_root_attr(hid_t file, const char *raw, const char *name, cfs_elem **out,
+                          cfs_err *err)
+{
+    hid_t a = H5Aopen(file, raw, H5P_DEFAULT);
+    hid_t t = a >= 0 ? H5Aget_type(a) : -1, s = a >= 0 ? H5Aget_space(a) : -1;
+    int rc = 0;
+    uint64_t shape[CFS_MAX_DIMS];
+    int ndim = 0;
+    hssize_t np = 0;
+    if (t < 0 || s < 0) {
+        rc = cfs_err_set(err, "it cannot be opened");
+    } else if (H5Sget_simple_extent_type(s) == H5S_NULL) {
+        rc = cfs_err_set(err, "it holds no value (an empty HDF5 dataspace)");
+    } else {
+        hsize_t dims[H5S_MAX_RANK];
+        ndim = H5Sget_simple_extent_dims(s, dims, NULL);
+        np = H5Sget_simple_extent_npoints(s);
+        if (ndim < 0 || ndim > CFS_MAX_DIMS || np < 0 || (uint64_t)np > LOOM_MAX_ATTR_ELEMS)
+            rc = cfs_err_set(err, "it has an unusable shape");
+        for (int d = 0; rc == 0 && d < ndim; d++)
+            shape[d] = dims[d];
+    }
+    H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    cfs_dtype dt = CFS_FLOAT64;
+    void *data = NULL;
+    size_t n = (size_t)(np > 0 ? np : 0);
+    if (rc == 0 && cls == H5T_STRING) {
+        char **list;
+        size_t got;
+        if (cfs_h5_attr_strings(file, raw, &list, &got, err) <= 0 || got != n) {
+            rc = -1;
+        } else if (unescape_all(list, got, err) < 0) {
+            free(list);
+            rc = -1;
+        } else {
+            data = list;
+            dt = CFS_STRING;
+        }
+    } else if (rc == 0 && (cls == H5T_INTEGER || cls == H5T_FLOAT)) {
+        if (cfs_h5_dtype_of(t, &dt, err) < 0 || le_type(dt) < 0)
+            rc = cfs_err_set(err, "its values are %s, which this reader does not support",
+                             cfs_dtype_name(dt));
+        else if (!(data = alloc_n(n, cfs_dtype_size(dt), err)))
+            rc = -1;
+        else if (H5Aread(a, le_type(dt), data) < 0)
+            rc = cfs_err_set(err, "it cannot be read");
+    } else if (rc == 0) {
+        char desc[96];
+        cfs_h5_type_describe(t, desc, sizeof desc);
+        rc = cfs_err_set(err, "its value is %s, which this reader does not support", desc);
+    }
+    if (s >= 0)
+        H5Sclose(s);
+    if (t >= 0)
+        H5Tclose(t);
+    if (a >= 0)
+        H5Aclose(a);
+    if (rc == 0 && !(*out = memory_elem(name, dt, ndim, shape, data))) {
+        if (dt == CFS_STRING)
+            cfs_strings_free(data, n);
+        rc = oom(err);
+    }
+    if (rc < 0)
+        free(data);
+    return rc;
+}
+
+typedef struct name_list {
+    char **names;
+    size_t n, cap;
+} name_list;
+
+static herr_t collect_attr(hid_t loc, const char *name, const H5A_info_t *info, void *data)
+{
+    (void)loc;
+    (void)info;
+    name_list *l = data;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **grown = realloc(l->names, cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        l->names = grown;
+        l->cap = cap;
+    }
+    if (!(l->names[l->n] = strdup(name)))
+        return -1;
+    l->n++;
+    return l->n > 100000 ? -1 : 0;
+}
+
+static int read_root_attrs(lrd *r, cfs_elem *uns, cfs_err *err)
+{
+    name_list l = {0};
+    hsize_t idx = 0;
+    if (H5Aiterate2(r->file, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr, &l) < 0) {
+        cfs_h5_names_free(l.names, l.n);
+        return leave_out(r->ds, "uns", "", err,
+                         "the file's root attributes cannot be listed; no global attribute was "
+                         "read");
+    }
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < l.n; i++) {
+        char *name = cfs_h5_utf8_dup(l.names[i], strlen(l.names[i]));
+        cfs_elem *el = NULL;
+        cfs_err why;
+        if (!name)
+            rc = oom(err);
+        else if (read_root_attr(r->file, l.names[i], name, &el, &why) < 0)
+            rc = leave_out(r->ds, "uns", name, err,
+                           "the global attribute %s: %s; it was not read", name, why.msg);
+        else
+            rc = add_child(uns, el, err);
+        free(name);
+    }
+    cfs_h5_names_free(l.names, l.n);
+    return rc;
+}
+
+/* /attrs/<name> (loom 3.0) as an uns value. */
+static int read_attrs_entry(hid_t grp, const char *raw, const char *name, cfs_elem **out,
+                            cfs_err *err)
+{
+    if (object_kind(grp, raw) != OBJ_DATASET)
+        return cfs_err_set(err, "it is not a dataset");
+    cfs_array *arr = NULL;
+    if (cfs_h5_array_open(grp, raw, &arr, err) < 0)
+        return -1;
+    if (arr->dtype == CFS_STRING && !(arr = view_new(VIEW_UNESCAPE, arr)))
+        return oom(err);
+    cfs_elem_kind kind = arr->dtype == CFS_COMPOUND ? CFS_EL_RECARRAY
+                         : arr->ndim == 0           ? CFS_EL_SCALAR
+                                                    : CFS_EL_ARRAY;
+    return (*out = array_elem(kind, name, arr)) ? 0 : oom(err);
+}
+
+static int read_globals(lrd *r, cfs_elem *root, cfs_err *err)
+{
+    cfs_elem *uns = cfs_elem_new(CFS_EL_DICT, "uns");
+    if (!uns)
+        return oom(err);
+    int rc = 0;
+    /* loompy: the /attrs group (3.0) replaces the root attributes (2.x) wholesale. */
+    hid_t grp = group_open(r->file, "attrs");
+    if (grp < 0) {
+        rc = read_root_attrs(r, uns, err);
+    } else {
+        char **names = NULL;
+        size_t n = 0;
+        if (cfs_h5_group_names(grp, &names, &n, err) < 0) {
+            cfs_err why = *err;
+            n = 0;
+            rc = leave_out(r->ds, "uns", "", err, "/attrs: %s; no global attribute was read",
+                           why.msg);
+        }
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            char *name = cfs_h5_utf8_dup(names[i], strlen(names[i]));
+            cfs_elem *el = NULL;
+            cfs_err why;
+            if (!name)
+                rc = oom(err);
+            else if (read_attrs_entry(grp, names[i], name, &el, &why) < 0)
+                rc = leave_out(r->ds, "uns", name, err,
+                               "the global attribute attrs/%s: %s; it was not read", name, why.msg);
+            else
+                rc = add_child(uns, el, err);
+            free(name);
+        }
+        cfs_h5_names_free(names, n);
+        H5Gclose(grp);
+    }
+    if (rc == 0 && uns->nchildren > 0)
+        return add_child(root, uns, err);
+    cfs_elem_free(uns);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Version, orientation, the whole file */
+
+/* LOOM_SPEC_VERSION as loompy finds it: /attrs first, then the root attribute. NULL if none. */
+static char *spec_version(hid_t file)
+{
+    cfs_err ignore;
+    char *v = NULL;
+    hid_t grp = group_open(file, "attrs");
+    if (grp >= 0 && object_kind(grp, "LOOM_SPEC_VERSION") == OBJ_DATASET) {
+        cfs_array *arr = NULL;
+        if (cfs_h5_array_open(grp, "LOOM_SPEC_VERSION", &arr, &ignore) == 0) {
+            uint64_t zero[1] = {0}, one[1] = {1};
+            char *s[1] = {NULL};
+            if (arr->dtype == CFS_STRING && cfs_array_nelems(arr) == 1 &&
+                cfs_array_read(arr, zero, one, s, &ignore) == 0)
+                v = s[0];
+            cfs_array_unref(arr);
+        }
+    }
+    if (grp >= 0)
+        H5Gclose(grp);
+    if (!v && cfs_h5_attr_string(file, "LOOM_SPEC_VERSION", &v, &ignore) <= 0)
+        v = NULL;
+    if (v && strlen(v) > 32)
+        v[32] = '\0';
+    return v;
+}
+
+static const char *first_length(const attr_list *l, char *buf, size_t len)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        if (l->a[i].dataset && l->a[i].ndim >= 1) {
+            snprintf(buf, len, "%s/%s has %llu values", l->group, l->a[i].name,
+                     (ull)l->a[i].shape[0]);
+            return buf;
+        }
+    }
+    snprintf(buf, len, "%s is empty", l->group);
+    return buf;
+}
+
+/* Chooses how /matrix is laid out from the attribute lengths; refuses when nothing fits. */
+static int orient(lrd *r, cfs_err *err)
+{
+    uint64_t n0 = r->mshape[0], n1 = r->mshape[1];
+    const attr_list *rows = &r->ax[0].attrs, *cols = &r->ax[1].attrs;
+    size_t normal = count_fits(rows, n0) + count_fits(cols, n1);
+    size_t swapped = count_fits(rows, n1) + count_fits(cols, n0);
+    r->swapped = n0 != n1 && swapped > normal;
+    if (count_data(rows) + count_data(cols) > 0 && normal == 0 && swapped == 0) {
+        char a[300], b[300];
+        return cfs_err_set(err, "its attributes fit neither axis of /matrix (%llu x %llu): %s, %s; "
+                           "a loom /matrix is genes x cells with one row_attrs value per gene and "
+                           "one col_attrs value per cell; " LOOM_HINT, (ull)n0, (ull)n1,
+                           first_length(rows, a, sizeof a), first_length(cols, b, sizeof b));
+    }
+    r->ax[0].len = r->swapped ? n1 : n0;
+    r->ax[1].len = r->swapped ? n0 : n1;
+    return 0;
+}
+
+static void axes_init(lrd *r)
+{
+    axis *var = &r->ax[0], *obs = &r->ax[1];
+    var->df = "var";
+    var->multi = "varm";
+    var->pairs = "varp";
+    var->graphs[0] = "row_graphs";
+    var->graphs[1] = "row_edges";
+    var->unit = "genes";
+    var->index_names = var_index_names;
+    var->cells = false;
+    obs->df = "obs";
+    obs->multi = "obsm";
+    obs->pairs = "obsp";
+    obs->graphs[0] = "col_graphs";
+    obs->graphs[1] = "col_edges";
+    obs->unit = "cells";
+    obs->index_names = obs_index_names;
+    obs->cells = true;
+    var->attrs.grp = obs->attrs.grp = -1;
+}
+
+static int read_main_matrix(lrd *r, cfs_array **out, cfs_err *err)
+{
+    obj_kind k = object_kind(r->file, "matrix");
+    if (k != OBJ_DATASET)
+        return cfs_err_set(err, "a loom file needs a /matrix dataset (genes x cells) and this one "
+                           "has %s; " LOOM_HINT,
+                           k == OBJ_NONE ? "none" : "a /matrix that is not a dataset");
+    cfs_array *arr = NULL;
+    if (cfs_h5_array_open(r->file, "matrix", &arr, err) < 0)
+        return cfs_err_prefix(err, "its /matrix cannot be read");
+    if (arr->ndim != 2 || !numeric_dtype(arr->dtype)) {
+        cfs_err_set(err, "its /matrix is a %d-d %s array, not a 2-d numeric genes x cells "
+                    "matrix; " LOOM_HINT, arr->ndim, cfs_dtype_name(arr->dtype));
+        cfs_array_unref(arr);
+        return -1;
+    }
+    if (arr->shape[0] > CFS_H5_MAX_AXIS || arr->shape[1] > CFS_H5_MAX_AXIS) {
+        cfs_err_set(err, "its /matrix claims %llu x %llu, beyond the %llu rows or columns this "
+                    "reader accepts (a corrupt header?)", (ull)arr->shape[0], (ull)arr->shape[1],
+                    (ull)CFS_H5_MAX_AXIS);
+        cfs_array_unref(arr);
+        return -1;
+    }
+    r->mshape[0] = arr->shape[0];
+    r->mshape[1] = arr->shape[1];
+    *out = arr;
+    return 0;
+}
+
+static int read_root(lrd *r, cfs_err *err)
+{
+    cfs_array *matrix = NULL;
+    if (read_main_matrix(r, &matrix, err) < 0)
+        return -1;
+    if (attr_list_load(r->file, "row_attrs", &r->ax[0].attrs, err) < 0 ||
+        attr_list_load(r->file, "col_attrs", &r->ax[1].attrs, err) < 0 || orient(r, err) < 0) {
+        cfs_array_unref(matrix);
+        return -1;
+    }
+    if (!r->swapped && !(matrix = view_new(VIEW_TRANSPOSE, matrix)))
+        return oom(err);
+    cfs_elem *root = r->ds->root, *obsm = NULL, *varm = NULL;
+    r->ds->n_obs = r->ax[1].len;
+    r->ds->n_vars = r->ax[0].len;
+    int rc = read_axis(r, &r->ax[1], root, &obsm, err);
+    if (rc == 0)
+        rc = read_axis(r, &r->ax[0], root, &varm, err);
+    if (rc == 0)
+        rc = read_expression(r, matrix, root, err);
+    else
+        cfs_array_unref(matrix);
+    if (rc == 0 && obsm) {
+        rc = add_child(root, obsm, err);
+        obsm = NULL;
+    }
+    if (rc == 0 && varm) {
+        rc = add_child(root, varm, err);
+        varm = NULL;
+    }
+    cfs_elem_free(obsm);
+    cfs_elem_free(varm);
+    if (rc == 0)
+        rc = read_graphs(r, &r->ax[1], root, err);
+    if (rc == 0)
+        rc = read_graphs(r, &r->ax[0], root, err);
+    if (rc == 0)
+        rc = read_globals(r, root, err);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Probe and open */
+
+/* 100 for the loom layout (a 2-d /matrix dataset with row_attrs and col_attrs groups); 60 when
+ * one of the two groups is missing (an old or partial writer); half that for a /matrix of
+ * another rank (refused at open, with the reason); 0 otherwise. A /matrix group is 10x. */
+static int loom_probe(const cfs_probe_input *in)
+{
+    if (in->is_dir || in->hdf5_offset < 0)
+        return 0;
+    cfs_err ignore;
+    cfs_h5_lock();
+    int bid = 0;
+    hid_t file = cfs_h5_file_open(in->path, &ignore);
+    if (file >= 0) {
+        if (object_kind(file, "matrix") == OBJ_DATASET) {
+            hid_t d = H5Dopen2(file, "matrix", H5P_DEFAULT);
+            uint64_t shape[CFS_MAX_DIMS];
+            int rank = d >= 0 ? dataset_dims(d, shape) : -1;
+            if (d >= 0)
+                H5Dclose(d);
+            int groups = (object_kind(file, "row_attrs") == OBJ_GROUP) +
+                         (object_kind(file, "col_attrs") == OBJ_GROUP);
+            /* A /matrix of another rank is still a loom file, ours to refuse with why. */
+            if (groups > 0 && rank >= 0)
+                bid = (groups == 2 ? 100 : 60) / (rank == 2 ? 1 : 2);
+        }
+        H5Fclose(file);
+    }
+    cfs_h5_unlock();
+    return bid;
+}
+
+static void loom_close(void *reader)
+{
+    loom_reader *h = reader;
+    if (!h)
+        return;
+    cfs_h5_lock();
+    H5Fclose(h->file);
+    cfs_h5_unlock();
+    free(h);
+}
+
+static int build(const char *path, hid_t file, cfs_dataset **out, cfs_err *err)
+{
+    cfs_dataset *ds = cfs_dataset_new(path, "loom");
+    loom_reader *h = calloc(1, sizeof *h);
+    char *version = spec_version(file);
+    char fv[96];
+    if (version)
+        snprintf(fv, sizeof fv, "loom %s", version);
+    else
+        snprintf(fv, sizeof fv, "loom old (no LOOM_SPEC_VERSION)");
+    free(version);
+    if (!ds || !h || !(ds->format_version = strdup(fv)) ||
+        !(ds->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))) {
+        free(h);
+        cfs_dataset_free(ds);
+        H5Fclose(file);
+        return oom(err);
+    }
+    h->file = file;
+    ds->reader = h;
+    ds->reader_close = loom_close;
+    lrd r = {.ds = ds, .file = file};
+    axes_init(&r);
+    int rc = read_root(&r, err);
+    for (int i = 0; i < 2; i++) {
+        attr_list_free(&r.ax[i].attrs);
+        cfs_array_unref(r.ax[i].index);
+    }
+    if (rc < 0) {
+        cfs_dataset_free(ds); /* closes the file */
+        return -1;
+    }
+    *out = ds;
+    return 0;
+}
+
+static int open_locked(const char *path, cfs_dataset **out, cfs_err *err)
+{
+    hid_t file = cfs_h5_file_open(path, err);
+    if (file < 0) {
+        char detail[sizeof err->msg];
+        snprintf(detail, sizeof detail, "%s", err->msg);
+        return cfs_err_set(err, "not a readable HDF5 file (truncated or corrupt?): %s; "
+                           "re-download or re-write it", detail);
+    }
+    return build(path, file, out, err);
+}
+
+static int loom_open(const char *path, cfs_dataset **out, cfs_err *err)
+{
+    *out = NULL;
+    cfs_h5_lock();
+    int rc = open_locked(path, out, err);
+    cfs_h5_unlock();
+    return rc;
+}
+
+const cfs_format cfs_format_loom = {"loom", loom_probe, loom_open};
