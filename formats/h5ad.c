@@ -986,25 +986,20 @@ static h5ad_kind classify(hid_t file, char **root_enc, char **root_version)
     return legacy_frame(file, "obs") && legacy_frame(file, "var") ? H5AD_LEGACY : H5AD_NOT;
 }
 
+static int h5ad_bid(hid_t file, void *ctx)
+{
+    (void)ctx;
+    char *enc, *version;
+    h5ad_kind kind = classify(file, &enc, &version);
+    free(enc);
+    free(version);
+    /* Legacy files are ours to refuse with a useful message. */
+    return kind == H5AD_MODERN ? 100 : kind == H5AD_LEGACY ? 90 : 0;
+}
+
 static int h5ad_probe(const cfs_probe_input *in)
 {
-    if (in->is_dir || in->hdf5_offset < 0)
-        return 0;
-    cfs_err ignore;
-    cfs_h5_lock();
-    int bid = 0;
-    hid_t file = cfs_h5_file_open(in->path, &ignore);
-    if (file >= 0) {
-        char *enc, *version;
-        h5ad_kind kind = classify(file, &enc, &version);
-        /* Legacy files are ours to refuse with a useful message. */
-        bid = kind == H5AD_MODERN ? 100 : kind == H5AD_LEGACY ? 90 : 0;
-        free(enc);
-        free(version);
-        H5Fclose(file);
-    }
-    cfs_h5_unlock();
-    return bid;
+    return cfs_h5_probe(in, h5ad_bid, NULL);
 }
 
 static void h5ad_close(void *reader)
@@ -1012,9 +1007,7 @@ static void h5ad_close(void *reader)
     h5ad_reader *h = reader;
     if (!h)
         return;
-    cfs_h5_lock();
-    H5Fclose(h->file);
-    cfs_h5_unlock();
+    cfs_h5_close_file(h->file);
     free(h);
 }
 

@@ -1302,3 +1302,26 @@ int cfs_h5_array_open(hid_t loc, const char *name, cfs_array **out, cfs_err *err
     cfs_h5_unlock();
     return rc;
 }
+
+int cfs_h5_probe(const cfs_probe_input *in, int (*bid)(hid_t file, void *ctx), void *ctx)
+{
+    if (in->is_dir || in->hdf5_offset < 0)
+        return 0;
+    cfs_err ignore;
+    cfs_h5_lock();
+    int result = 0;
+    hid_t file = cfs_h5_file_open(in->path, &ignore);
+    if (file >= 0) {
+        result = bid(file, ctx);
+        H5Fclose(file);
+    }
+    cfs_h5_unlock();
+    return result;
+}
+
+void cfs_h5_close_file(hid_t file)
+{
+    cfs_h5_lock();
+    H5Fclose(file);
+    cfs_h5_unlock();
+}

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../src/model.h"
+#include "format.h"
 
 /*
  * libhdf5 is not thread-efficient (and Debian's serial build is not guaranteed thread-safe):
@@ -96,5 +97,11 @@ bool cfs_h5_has_attr(hid_t obj, const char *name);
  * (e.g. h5py's LZF) are refused here rather than at the first read.
  */
 int cfs_h5_array_open(hid_t loc, const char *name, cfs_array **out, cfs_err *err);
+
+/* The probe every HDF5 format shares: opens an HDF5 input read-only under the lock and asks
+ * bid(file, ctx) for a confidence; 0 for folders, non-HDF5 content or an unreadable file. */
+int cfs_h5_probe(const cfs_probe_input *in, int (*bid)(hid_t file, void *ctx), void *ctx);
+/* Closes a reader's file under the lock (the readers' close callbacks). */
+void cfs_h5_close_file(hid_t file);
 
 #endif

@@ -2070,31 +2070,27 @@ static int read_root(lrd *r, cfs_err *err)
 /* 100 for the loom layout (a 2-d /matrix dataset with row_attrs and col_attrs groups); 60 when
  * one of the two groups is missing (an old or partial writer); half that for a /matrix of
  * another rank (refused at open, with the reason); 0 otherwise. A /matrix group is 10x. */
+static int loom_bid(hid_t file, void *ctx)
+{
+    (void)ctx;
+    if (object_kind(file, "matrix") != OBJ_DATASET)
+        return 0;
+    hid_t d = H5Dopen2(file, "matrix", H5P_DEFAULT);
+    uint64_t shape[CFS_MAX_DIMS];
+    int rank = d >= 0 ? dataset_dims(d, shape) : -1;
+    if (d >= 0)
+        H5Dclose(d);
+    int groups = (object_kind(file, "row_attrs") == OBJ_GROUP) +
+                 (object_kind(file, "col_attrs") == OBJ_GROUP);
+    /* A /matrix of another rank is still a loom file, ours to refuse with why. */
+    if (groups == 0 || rank < 0)
+        return 0;
+    return (groups == 2 ? 100 : 60) / (rank == 2 ? 1 : 2);
+}
+
 static int loom_probe(const cfs_probe_input *in)
 {
-    if (in->is_dir || in->hdf5_offset < 0)
-        return 0;
-    cfs_err ignore;
-    cfs_h5_lock();
-    int bid = 0;
-    hid_t file = cfs_h5_file_open(in->path, &ignore);
-    if (file >= 0) {
-        if (object_kind(file, "matrix") == OBJ_DATASET) {
-            hid_t d = H5Dopen2(file, "matrix", H5P_DEFAULT);
-            uint64_t shape[CFS_MAX_DIMS];
-            int rank = d >= 0 ? dataset_dims(d, shape) : -1;
-            if (d >= 0)
-                H5Dclose(d);
-            int groups = (object_kind(file, "row_attrs") == OBJ_GROUP) +
-                         (object_kind(file, "col_attrs") == OBJ_GROUP);
-            /* A /matrix of another rank is still a loom file, ours to refuse with why. */
-            if (groups > 0 && rank >= 0)
-                bid = (groups == 2 ? 100 : 60) / (rank == 2 ? 1 : 2);
-        }
-        H5Fclose(file);
-    }
-    cfs_h5_unlock();
-    return bid;
+    return cfs_h5_probe(in, loom_bid, NULL);
 }
 
 static void loom_close(void *reader)
@@ -2102,9 +2098,7 @@ static void loom_close(void *reader)
     loom_reader *h = reader;
     if (!h)
         return;
-    cfs_h5_lock();
-    H5Fclose(h->file);
-    cfs_h5_unlock();
+    cfs_h5_close_file(h->file);
     free(h);
 }
 

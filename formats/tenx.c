@@ -656,32 +656,28 @@ static int open_legacy(cfs_dataset *ds, hid_t file, char **genomes, size_t ngeno
 /* ------------------------------------------------------------------------------------------ */
 /* Probe, open */
 
+static int tenx_bid(hid_t file, void *ctx)
+{
+    (void)ctx;
+    switch (classify(file, NULL, NULL)) {
+    case TENX_V3: {
+        hid_t g = H5Gopen2(file, "matrix", H5P_DEFAULT);
+        int bid = g >= 0 && has_all_datasets(g, matrix_members) ? BID_MATRIX : BID_PARTIAL;
+        if (g >= 0)
+            H5Gclose(g);
+        return bid;
+    }
+    case TENX_LEGACY: return BID_MATRIX;
+    case TENX_MOLECULE_INFO:
+    case TENX_H5SEURAT: return BID_RECOGNISED;
+    case TENX_NOT: break;
+    }
+    return 0;
+}
+
 static int tenx_probe(const cfs_probe_input *in)
 {
-    if (in->is_dir || in->hdf5_offset < 0)
-        return 0;
-    cfs_err ignore;
-    cfs_h5_lock();
-    int bid = 0;
-    hid_t file = cfs_h5_file_open(in->path, &ignore);
-    if (file >= 0) {
-        switch (classify(file, NULL, NULL)) {
-        case TENX_V3: {
-            hid_t g = H5Gopen2(file, "matrix", H5P_DEFAULT);
-            bid = g >= 0 && has_all_datasets(g, matrix_members) ? BID_MATRIX : BID_PARTIAL;
-            if (g >= 0)
-                H5Gclose(g);
-            break;
-        }
-        case TENX_LEGACY: bid = BID_MATRIX; break;
-        case TENX_MOLECULE_INFO:
-        case TENX_H5SEURAT: bid = BID_RECOGNISED; break;
-        case TENX_NOT: bid = 0; break;
-        }
-        H5Fclose(file);
-    }
-    cfs_h5_unlock();
-    return bid;
+    return cfs_h5_probe(in, tenx_bid, NULL);
 }
 
 static void tenx_close(void *reader)
@@ -689,9 +685,7 @@ static void tenx_close(void *reader)
     tenx_reader *h = reader;
     if (!h)
         return;
-    cfs_h5_lock();
-    H5Fclose(h->file);
-    cfs_h5_unlock();
+    cfs_h5_close_file(h->file);
     free(h);
 }
 
