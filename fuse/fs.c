@@ -6,6 +6,8 @@
 #define FUSE_USE_VERSION 312
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
 #include <pwd.h>
@@ -113,27 +115,33 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     free(f.buf);
 }
 
-/* A file's bytes are read whole at open (chunks are at most a few MiB) and served from there. */
+/* An open file: its bytes are read whole (chunks are at most a few MiB) at the first read that
+ * reaches us. With keep_cache a warm file is served by the kernel's page cache and its opens
+ * never touch the cache index. */
+typedef struct open_file {
+    pthread_mutex_t lock;
+    bool loaded;
+    cfs_buf bytes;
+} open_file;
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     if ((fi->flags & O_ACCMODE) != O_RDONLY) {
         fuse_reply_err(req, EROFS);
         return;
     }
-    cfs_buf *b = calloc(1, sizeof *b);
-    cfs_err err = {{0}};
     cfs_vattr a;
-    if (!b || cfs_volume_getattr(volume_of(req), ino, &a) < 0 ||
-        cfs_volume_read_all(volume_of(req), ino, b, &err) < 0) {
-        if (err.msg[0])
-            fprintf(stderr, "cellucid-fs: inode %llu: %s\n", (unsigned long long)ino, err.msg);
-        if (b)
-            cfs_buf_free(b);
-        free(b);
-        fuse_reply_err(req, b ? EIO : ENOMEM);
+    if (cfs_volume_getattr(volume_of(req), ino, &a) < 0 || a.is_dir) {
+        fuse_reply_err(req, a.is_dir ? EISDIR : ENOENT);
         return;
     }
-    fi->fh = (uint64_t)(uintptr_t)b;
+    open_file *f = calloc(1, sizeof *f);
+    if (!f) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    pthread_mutex_init(&f->lock, NULL);
+    fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = !a.volatile_size;
     fi->direct_io = a.volatile_size;
     fuse_reply_open(req, fi);
@@ -142,8 +150,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
-    (void)ino;
-    const cfs_buf *b = (const cfs_buf *)(uintptr_t)fi->fh;
+    open_file *f = (open_file *)(uintptr_t)fi->fh;
+    cfs_err err = {{0}};
+    pthread_mutex_lock(&f->lock);
+    if (!f->loaded && cfs_volume_read_all(volume_of(req), ino, &f->bytes, &err) < 0) {
+        pthread_mutex_unlock(&f->lock);
+        /* Never a partial or wrong chunk: the read fails and the mount goes on. */
+        fprintf(stderr, "cellucid-fs: inode %llu: %s\n", (unsigned long long)ino, err.msg);
+        cfs_buf_reset(&f->bytes);
+        fuse_reply_err(req, EIO);
+        return;
+    }
+    f->loaded = true;
+    pthread_mutex_unlock(&f->lock);
+    const cfs_buf *b = &f->bytes;
     size_t start = (size_t)off < b->len ? (size_t)off : b->len;
     size_t n = b->len - start < size ? b->len - start : size;
     fuse_reply_buf(req, (const char *)b->data + start, n);
@@ -152,9 +172,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
-    cfs_buf *b = (cfs_buf *)(uintptr_t)fi->fh;
-    cfs_buf_free(b);
-    free(b);
+    open_file *f = (open_file *)(uintptr_t)fi->fh;
+    cfs_buf_free(&f->bytes);
+    pthread_mutex_destroy(&f->lock);
+    free(f);
     fuse_reply_err(req, 0);
 }
 
