@@ -24,7 +24,8 @@ typedef struct flight {
 struct cfs_cache {
     char *dir;
     uint64_t max_bytes;
-    uint64_t used, reserved;
+    uint64_t used, reserved;         /* entries; entries being written */
+    uint64_t work;                   /* cfs_cache_reserve's bytes */
     uint64_t clock;                  /* LRU time: grows with every use */
     uint64_t tmp_counter;
     sqlite3 *db;
@@ -253,10 +254,13 @@ static int read_fd(int fd, int64_t size, cfs_buf *out, cfs_err *err)
     return 0;
 }
 
-/* Under the lock: frees least recently used entries until `need` more bytes fit. */
+/* Under the lock: frees least recently used entries until `need` more bytes fit. Nothing is
+ * evicted for bytes that could not fit even in an empty index. */
 static bool make_room(cfs_cache *c, uint64_t need)
 {
-    while (c->used + c->reserved + need > c->max_bytes) {
+    if (need > c->max_bytes || c->reserved + c->work > c->max_bytes - need)
+        return false;
+    while (c->used + c->reserved + c->work + need > c->max_bytes) {
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(c->db, "SELECT id, size FROM entries ORDER BY used LIMIT 1", -1,
                                &st, NULL) != SQLITE_OK)
@@ -305,7 +309,7 @@ static int write_tmp(const char *path, const cfs_buf *data)
 static void store(cfs_cache *c, const void *key, size_t key_len, const cfs_buf *data)
 {
     pthread_mutex_lock(&c->lock);
-    bool room = data->len <= c->max_bytes && make_room(c, data->len);
+    bool room = make_room(c, data->len);
     if (room)
         c->reserved += data->len;
     uint64_t n = ++c->tmp_counter;
@@ -338,6 +342,31 @@ static void store(cfs_cache *c, const void *key, size_t key_len, const cfs_buf *
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
         unlink(tmp);
     }
+    pthread_mutex_unlock(&c->lock);
+}
+
+int cfs_cache_reserve(cfs_cache *c, uint64_t bytes, cfs_err *err)
+{
+    pthread_mutex_lock(&c->lock);
+    bool fits = make_room(c, bytes);
+    if (fits)
+        c->work += bytes;
+    uint64_t work = c->work, max = c->max_bytes;
+    pthread_mutex_unlock(&c->lock);
+    if (fits)
+        return 0;
+    if (work == 0)
+        return cfs_err_set(err, "cache_size is %.1f MiB; raise -o cache_size",
+                           (double)max / (1 << 20));
+    return cfs_err_set(err, "cache_size is %.1f MiB, %.1f MiB of it held by other layouts' "
+                            "work; raise -o cache_size", (double)max / (1 << 20),
+                       (double)work / (1 << 20));
+}
+
+void cfs_cache_release(cfs_cache *c, uint64_t bytes)
+{
+    pthread_mutex_lock(&c->lock);
+    c->work -= bytes < c->work ? bytes : c->work;
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -424,5 +453,7 @@ void cfs_cache_stats_get(cfs_cache *c, cfs_cache_stats *out)
     pthread_mutex_lock(&c->lock);
     *out = c->stats;
     out->bytes = c->used;
+    out->work_bytes = c->work;
+    out->max_bytes = c->max_bytes;
     pthread_mutex_unlock(&c->lock);
 }

@@ -25,6 +25,8 @@ typedef int (*cfs_cache_producer)(void *ctx, cfs_buf *out, cfs_err *err);
 typedef struct cfs_cache_stats {
     uint64_t hits, misses, produced, evicted;
     uint64_t bytes, entries;
+    uint64_t work_bytes;        /* held by cfs_cache_reserve */
+    uint64_t max_bytes;
 } cfs_cache_stats;
 
 cfs_cache *cfs_cache_open(const char *dir, uint64_t max_bytes, cfs_err *err);
@@ -37,6 +39,13 @@ void cfs_cache_close(cfs_cache *c);
  */
 int cfs_cache_get(cfs_cache *c, const void *key, size_t key_len, cfs_cache_producer produce,
                   void *ctx, cfs_buf *out, cfs_err *err);
+/*
+ * Room for bytes that are not entries but live in the same folder (a layout's work files):
+ * counted against the bound from now until released, made by evicting least recently used
+ * entries. -1 with err when the bound cannot hold them beside the entries being written.
+ */
+int cfs_cache_reserve(cfs_cache *c, uint64_t bytes, cfs_err *err);
+void cfs_cache_release(cfs_cache *c, uint64_t bytes);
 /* The size of key's entry if cached (no production); -1 if absent. */
 int64_t cfs_cache_size(cfs_cache *c, const void *key, size_t key_len);
 void cfs_cache_stats_get(cfs_cache *c, cfs_cache_stats *out);

@@ -313,56 +313,17 @@ static int export_prepared(cfs_prepared_set *set, const cfs_options *opts, const
 static int export_with_workdir(const char *src, const char *out, const cfs_options *opts,
                                bool force, FILE *log, const char *work, cfs_err *err);
 
-/* Progress of long layout jobs, one line per tenth once a job has run for two seconds. */
-typedef struct progress_log {
-    FILE *log;
-    const char *source;
-    pthread_mutex_t lock;
-    char element[256];
-    struct timespec started;
-    int decile;
-} progress_log;
-
-static double seconds_since(const struct timespec *t)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
-}
-
-static void log_progress(void *ctx, const char *element, double fraction)
-{
-    progress_log *p = ctx;
-    pthread_mutex_lock(&p->lock);
-    if (strncmp(p->element, element, sizeof p->element) != 0) {
-        snprintf(p->element, sizeof p->element, "%s", element);
-        clock_gettime(CLOCK_MONOTONIC, &p->started);
-        p->decile = 0;
-    }
-    int decile = (int)(fraction * 10);
-    if (decile > p->decile && seconds_since(&p->started) > 2.0) {
-        p->decile = decile;
-        fprintf(p->log, "cellucid-fs: %s: laying out %s: %d%%\n", p->source, element,
-                decile * 10);
-    }
-    pthread_mutex_unlock(&p->lock);
-}
-
 int cfs_export(const char *src, const char *out, const cfs_options *opts_in, bool force,
                FILE *log, cfs_err *err)
 {
     cfs_options options = *opts_in;
     const cfs_options *opts = &options;
-    progress_log progress = {.log = log, .source = src};
-    pthread_mutex_init(&progress.lock, NULL);
-    options.layout.progress = log_progress;
-    options.layout.progress_ctx = &progress;
+    options.layout.log = log;
     char *work = sibling_path(out, "work");
     if (!work)
         return cfs_err_set(err, "out of memory");
     options.layout.workdir = work;
     int rc = export_with_workdir(src, out, opts, force, log, work, err);
-    pthread_mutex_destroy(&progress.lock);
     free(work);
     return rc;
 }

@@ -27,6 +27,7 @@ typedef struct sparse_engine {
     /* results */
     int64_t *out_indptr;                    /* n_vars + 1 */
     int data_fd, index_fd;                  /* nnz values / nnz row indices */
+    uint64_t result_bytes;                  /* held in opts.space while the results live */
 } sparse_engine;
 
 /* One spilled nonzero: stored row, gene (relative to its bucket), then the value bytes. */
@@ -36,8 +37,7 @@ typedef struct rec_layout {
 
 static void report(const sparse_engine *e, double f)
 {
-    if (e->opts.progress)
-        e->opts.progress(e->opts.progress_ctx, e->label, f);
+    cfs_progress_note(e->opts.progress, e->label, f);
 }
 
 typedef struct buckets {
@@ -395,6 +395,29 @@ static int emit_all(sparse_engine *e, const buckets *bk, size_t rs, cfs_err *err
     return 0;
 }
 
+/* Work bytes counted against the space before they are written. A refusal may pass (other
+ * work ends, entries are evicted), so the job is left to run again. */
+static int reserve_work(const cfs_engine_opts *o, const char *label, uint64_t bytes,
+                        cfs_err *err)
+{
+    cfs_err why;
+    if (cfs_space_reserve(o->space, bytes, &why) == 0)
+        return 0;
+    cfs_err_set(err, "%s: its layout needs %.1f MiB of work files: %s", label,
+                (double)bytes / (1 << 20), why.msg);
+    return CFS_JOB_RETRY;
+}
+
+/* A finished job's results may give way to other work; it runs again when read again. */
+static int hold_results(const cfs_engine_opts *o, cfs_job *job, cfs_err *err)
+{
+    if (cfs_space_hold(o->space, job) < 0) {
+        job->drop(job);
+        return cfs_err_set(err, "out of memory");
+    }
+    return 0;
+}
+
 static int result_file(const char *workdir, int *fd, cfs_err *err)
 {
     cfs_spill s;
@@ -406,9 +429,22 @@ static int result_file(const char *workdir, int *fd, cfs_err *err)
     return 0;
 }
 
-static int sparse_run(cfs_job *job, cfs_err *err)
+/* A failed run leaves no results: a later run starts from empty files. */
+static void release_results(sparse_engine *e)
 {
-    sparse_engine *e = (sparse_engine *)job;
+    cfs_space_release(e->opts.space, e->result_bytes);
+    e->result_bytes = 0;
+    if (e->data_fd >= 0)
+        close(e->data_fd);
+    if (e->index_fd >= 0)
+        close(e->index_fd);
+    e->data_fd = e->index_fd = -1;
+    free(e->out_indptr);
+    e->out_indptr = NULL;
+}
+
+static int sparse_pass(sparse_engine *e, cfs_err *err)
+{
     rec_layout rl = {cfs_dtype_size(e->data->dtype), 8 + cfs_dtype_size(e->data->dtype)};
     /* Size buckets so each is sorted in one go: a sorter holds 2 records + 8 bytes each. */
     uint64_t want = e->nnz * (2 * rl.size + 8) * SORTERS / (e->opts.memory ? e->opts.memory : 1) + 1;
@@ -419,18 +455,25 @@ static int sparse_run(cfs_job *job, cfs_err *err)
     b.width = (e->n_vars + b.n - 1) / b.n;
     if (b.width == 0)
         b.width = 1;
+    uint64_t spill_bytes = e->nnz * rl.size;
+    uint64_t result_bytes = e->nnz * (rl.vsize + cfs_dtype_size(e->out_index));
+    int rc = reserve_work(&e->opts, e->label, spill_bytes + result_bytes, err);
+    if (rc < 0)
+        return rc;
+    e->result_bytes = result_bytes;
     b.spill = calloc(b.n, sizeof *b.spill);
     b.counts = calloc(e->n_vars + 1, sizeof *b.counts);
     e->out_indptr = malloc((e->n_vars + 1) * sizeof *e->out_indptr);
     if (!b.spill || !b.counts || !e->out_indptr) {
         free(b.spill);
         free(b.counts);
+        cfs_space_release(e->opts.space, spill_bytes);
+        release_results(e);
         return cfs_err_set(err, "out of memory");
     }
     size_t buffer = (size_t)(e->opts.memory / 8 / b.n);
     if (buffer > (1u << 20))
         buffer = 1u << 20;
-    int rc = 0;
     size_t opened = 0;
     for (; rc == 0 && opened < b.n; opened++)
         rc = cfs_spill_open(&b.spill[opened], e->workdir, buffer, err);
@@ -457,23 +500,37 @@ static int sparse_run(cfs_job *job, cfs_err *err)
         rc = emit_all(e, &b, rl.size, err);
     for (size_t i = 0; i < opened; i++)
         cfs_spill_close(&b.spill[i]);
+    cfs_space_release(e->opts.space, spill_bytes);
     free(b.spill);
     free(b.counts);
+    if (rc < 0)
+        release_results(e);
     return rc;
+}
+
+static int sparse_run(cfs_job *job, cfs_err *err)
+{
+    sparse_engine *e = (sparse_engine *)job;
+    report(e, 0);
+    int rc = sparse_pass(e, err);
+    report(e, 1);
+    return rc == 0 ? hold_results(&e->opts, job, err) : rc;
+}
+
+static void sparse_drop(cfs_job *job)
+{
+    release_results((sparse_engine *)job);
 }
 
 static void sparse_destroy(cfs_job *job)
 {
     sparse_engine *e = (sparse_engine *)job;
+    cfs_space_unhold(e->opts.space, job);
+    release_results(e);
     cfs_array_unref(e->data);
     cfs_array_unref(e->indices);
     cfs_array_unref(e->indptr);
     cfs_perm_unref(e->perm);
-    free(e->out_indptr);
-    if (e->data_fd >= 0)
-        close(e->data_fd);
-    if (e->index_fd >= 0)
-        close(e->index_fd);
     free(e->workdir);
     free(e->label);
     free(e);
@@ -489,15 +546,17 @@ static int result_read(const cfs_array *arr, const uint64_t *start, const uint64
 {
     sparse_result *r = arr->ctx;
     sparse_engine *e = r->engine;
-    if (cfs_job_ensure(&e->job, err) < 0)
+    if (cfs_job_acquire(&e->job, err) < 0)
         return -1;
     size_t esize = cfs_dtype_size(arr->dtype);
-    if (r->which == 2) {
+    int rc = 0;
+    if (r->which == 2)
         memcpy(out, e->out_indptr + start[0], count[0] * sizeof(int64_t));
-        return 0;
-    }
-    return cfs_pread_full(r->which == 0 ? e->data_fd : e->index_fd, out, count[0] * esize,
-                          start[0] * esize, err);
+    else
+        rc = cfs_pread_full(r->which == 0 ? e->data_fd : e->index_fd, out, count[0] * esize,
+                            start[0] * esize, err);
+    cfs_job_done(&e->job);
+    return rc;
 }
 
 static void result_free(void *ctx)
@@ -532,6 +591,7 @@ int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o
     if (!e)
         return cfs_err_set(err, "out of memory");
     cfs_job_init(&e->job, sparse_run, sparse_destroy);
+    e->job.drop = sparse_drop;
     e->data = cfs_array_ref(el->values);
     e->indices = cfs_array_ref(el->aux);
     e->indptr = cfs_array_ref(el->indptr);
@@ -596,6 +656,7 @@ typedef struct dense_engine {
     uint64_t n_obs, n_vars, group;
     size_t esize;
     int fd;
+    uint64_t result_bytes;      /* held in opts.space while Q lives */
 } dense_engine;
 
 static uint64_t group_width(const dense_engine *e, uint64_t gg)
@@ -632,10 +693,18 @@ static int read_rows(const dense_engine *e, uint64_t r0, uint64_t n, void *buf, 
     return cfs_array_read(e->src, start, count, buf, err);
 }
 
-/* Pass 1 puts source rows at their stored place in a row-major file; pass 2 regroups it. */
-static int dense_run(cfs_job *job, cfs_err *err)
+static void release_q(dense_engine *e)
 {
-    dense_engine *e = (dense_engine *)job;
+    cfs_space_release(e->opts.space, e->result_bytes);
+    e->result_bytes = 0;
+    if (e->fd >= 0)
+        close(e->fd);
+    e->fd = -1;
+}
+
+/* Pass 1 puts source rows at their stored place in a row-major file; pass 2 regroups it. */
+static int dense_pass(dense_engine *e, cfs_err *err)
+{
     size_t row = e->n_vars * e->esize;
     uint64_t block = e->opts.memory / 4 / (row ? row : 1);
     if (block == 0)
@@ -644,9 +713,15 @@ static int dense_run(cfs_job *job, cfs_err *err)
         block = e->n_obs ? e->n_obs : 1;
     if (e->n_obs == 0 || row == 0)
         return 0;
+    uint64_t matrix = e->n_obs * row;
+    int rc = reserve_work(&e->opts, e->label, 2 * matrix, err);
+    if (rc < 0)
+        return rc;
+    e->result_bytes = matrix;
     unsigned char *buf = malloc(block * row), *tmp = malloc(block * row);
     cfs_spill rows = {.fd = -1};
-    int rc = buf && tmp ? 0 : cfs_err_set(err, "out of memory");
+    if (!buf || !tmp)
+        rc = cfs_err_set(err, "out of memory");
     if (rc == 0)
         rc = result_file(e->workdir, &e->fd, err);
     if (rc == 0)
@@ -656,9 +731,7 @@ static int dense_run(cfs_job *job, cfs_err *err)
         rc = read_rows(e, r0, n, buf, err);
         for (uint64_t r = 0; rc == 0 && r < n; r++)
             rc = cfs_pwrite_full(rows.fd, buf + r * row, row, e->perm->pos[r0 + r] * row, err);
-        if (e->opts.progress)
-            e->opts.progress(e->opts.progress_ctx, e->label,
-                             0.7 * (double)(r0 + n) / (double)e->n_obs);
+        cfs_progress_note(e->opts.progress, e->label, 0.7 * (double)(r0 + n) / (double)e->n_obs);
     }
     for (uint64_t r0 = 0; rc == 0 && r0 < e->n_obs; r0 += block) {
         uint64_t n = e->n_obs - r0 < block ? e->n_obs - r0 : block;
@@ -667,29 +740,44 @@ static int dense_run(cfs_job *job, cfs_err *err)
             rc = scatter_rows(e, buf, r0, n, tmp, err);
     }
     cfs_spill_close(&rows);
+    cfs_space_release(e->opts.space, matrix);
     free(buf);
     free(tmp);
+    if (rc < 0)
+        release_q(e);
     return rc;
+}
+
+static int dense_run(cfs_job *job, cfs_err *err)
+{
+    dense_engine *e = (dense_engine *)job;
+    cfs_progress_note(e->opts.progress, e->label, 0);
+    int rc = dense_pass(e, err);
+    cfs_progress_note(e->opts.progress, e->label, 1);
+    return rc == 0 ? hold_results(&e->opts, job, err) : rc;
+}
+
+static void dense_drop(cfs_job *job)
+{
+    release_q((dense_engine *)job);
 }
 
 static void dense_destroy(cfs_job *job)
 {
     dense_engine *e = (dense_engine *)job;
+    cfs_space_unhold(e->opts.space, job);
+    release_q(e);
     cfs_array_unref(e->src);
     cfs_perm_unref(e->perm);
-    if (e->fd >= 0)
-        close(e->fd);
     free(e->workdir);
     free(e->label);
     free(e);
 }
 
-static int dense_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+/* The reader's part of dense_read, while the job is acquired. */
+static int dense_copy(const dense_engine *e, const uint64_t *start, const uint64_t *count,
                       void *out, cfs_err *err)
 {
-    dense_engine *e = arr->ctx;
-    if (cfs_job_ensure(&e->job, err) < 0)
-        return -1;
     uint64_t g_end = start[1] + count[1];
     unsigned char *dst = out;
     for (uint64_t gg = start[1] / e->group; gg * e->group < g_end; gg++) {
@@ -714,6 +802,17 @@ static int dense_read(const cfs_array *arr, const uint64_t *start, const uint64_
     return 0;
 }
 
+static int dense_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                      void *out, cfs_err *err)
+{
+    dense_engine *e = arr->ctx;
+    if (cfs_job_acquire(&e->job, err) < 0)
+        return -1;
+    int rc = dense_copy(e, start, count, out, err);
+    cfs_job_done(&e->job);
+    return rc;
+}
+
 static void dense_free_ctx(void *ctx)
 {
     cfs_job_unref(&((dense_engine *)ctx)->job);
@@ -729,6 +828,7 @@ int cfs_gene_major_dense(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
     if (!e)
         return cfs_err_set(err, "out of memory");
     cfs_job_init(&e->job, dense_run, dense_destroy);
+    e->job.drop = dense_drop;
     e->src = cfs_array_ref(src);
     e->perm = cfs_perm_ref(perm);
     e->opts = *o;

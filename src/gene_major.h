@@ -10,13 +10,14 @@
 
 #include "model.h"
 #include "permute.h"
+#include "progress.h"
+#include "space.h"
 
 typedef struct cfs_engine_opts {
     uint64_t memory;            /* bytes the engine may hold */
     const char *workdir;        /* where spill and result files go (unlinked at creation) */
-    /* Progress of a long job: fraction 0..1 of the source read; may be NULL. */
-    void (*progress)(void *ctx, const char *element, double fraction);
-    void *progress_ctx;
+    cfs_space *space;           /* the bound their bytes count against; NULL: none */
+    cfs_progress *progress;     /* where a long job reports; may be NULL */
 } cfs_engine_opts;
 
 /* Rewrites a sparse (csr or csc) cells x genes element in place into csc_matrix with rows in

@@ -6,6 +6,8 @@
 #define CFS_JOB_H
 
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "error.h"
 
@@ -14,16 +16,30 @@ typedef struct cfs_job cfs_job;
 struct cfs_job {
     int (*run)(cfs_job *job, cfs_err *err);
     void (*destroy)(cfs_job *job);      /* frees the outputs and the job itself */
+    void (*drop)(cfs_job *job);         /* frees the outputs only; NULL: they are kept */
     pthread_mutex_t lock;
-    int state;                          /* 0 not run, 1 done, -1 failed */
+    int state;                          /* 0 not run (or to run again), 1 done, -1 failed */
     cfs_err failure;
     int refs;
+    int readers;                        /* between cfs_job_acquire and cfs_job_done */
+    uint64_t last_use;                  /* a clock shared by all jobs: larger is more recent */
 };
 
 void cfs_job_init(cfs_job *job, int (*run)(cfs_job *, cfs_err *), void (*destroy)(cfs_job *));
+/* What run returns for a failure that may pass (no disk space under the cache bound now): the
+ * error goes to this caller and the next caller runs the job again. */
+#define CFS_JOB_RETRY (-2)
+
 /* Runs the job if it has not run; concurrent callers wait for the one run. A failure is
- * remembered and returned to every later caller (nothing partial is ever served). */
+ * remembered and returned to every later caller (nothing partial is ever served), unless run
+ * returned CFS_JOB_RETRY. */
 int cfs_job_ensure(cfs_job *job, cfs_err *err);
+/* cfs_job_ensure for a reader of outputs that may be dropped: they stay until cfs_job_done. */
+int cfs_job_acquire(cfs_job *job, cfs_err *err);
+void cfs_job_done(cfs_job *job);
+/* Drops the outputs of a finished job nobody is reading, so that the next reader runs it
+ * again. Never waits: false if the job is busy, not done, or keeps its outputs. */
+bool cfs_job_try_drop(cfs_job *job);
 cfs_job *cfs_job_ref(cfs_job *job);
 void cfs_job_unref(cfs_job *job);
 

@@ -171,7 +171,7 @@ static int add_priority_record(layout *L, uint64_t seed)
 static int apply_priority(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *err)
 {
     layout L = {ds, cfs_perm_new(ds->n_obs, opts->seed),
-                {opts->memory, opts->workdir, opts->progress, opts->progress_ctx}, err};
+                {opts->memory, opts->workdir, opts->space, opts->progress}, err};
     if (!L.perm)
         return cfs_err_set(err, "out of memory ordering %llu cells",
                            (unsigned long long)ds->n_obs);

@@ -8,8 +8,11 @@
 #define CFS_LAYOUT_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "model.h"
+#include "progress.h"
+#include "space.h"
 
 typedef enum cfs_cell_order {
     CFS_ORDER_PRIORITY,
@@ -21,8 +24,9 @@ typedef struct cfs_layout_opts {
     uint64_t seed;
     uint64_t memory;            /* the engine's memory budget in bytes */
     const char *workdir;        /* spill files; must be set for order=priority */
-    void (*progress)(void *ctx, const char *element, double fraction);
-    void *progress_ctx;
+    cfs_space *space;           /* what the work files' bytes count against; NULL: nothing */
+    FILE *log;                  /* long jobs' progress lines; NULL: none */
+    cfs_progress *progress;     /* the dataset's progress, set by cfs_prepare; may be NULL */
 } cfs_layout_opts;
 
 #define CFS_LAYOUT_DEFAULT_MEMORY (UINT64_C(512) << 20)

@@ -21,8 +21,10 @@ void cfs_prepared_refuse(cfs_prepared *p, const char *reason)
 static void open_one(cfs_prepared *p, const cfs_options *opts)
 {
     cfs_err err = {{0}};
+    cfs_layout_opts layout = opts->layout;
+    layout.progress = p->progress = cfs_progress_new(p->source, opts->layout.log);
     if (cfs_format_open(p->source, &p->ds, &err) < 0 ||
-        cfs_layout_apply(p->ds, &opts->layout, &err) < 0) {
+        cfs_layout_apply(p->ds, &layout, &err) < 0) {
         cfs_prepared_refuse(p, err.msg);
         return;
     }
@@ -108,7 +110,8 @@ void cfs_prepared_set_free_items(cfs_prepared_set *set)
     for (size_t i = 0; i < set->n; i++) {
         cfs_prepared *p = &set->items[i];
         free(p->source);
-        cfs_dataset_free(p->ds);
+        cfs_dataset_free(p->ds);     /* first: its jobs report to p->progress */
+        cfs_progress_free(p->progress);
         free(p->refused);
         free(p->id);
         free(p->name);

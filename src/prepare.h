@@ -11,6 +11,7 @@
 
 #include "model.h"
 #include "options.h"
+#include "progress.h"
 #include "sources.h"
 
 /* What a dataset without a drawable embedding is told, unless its reader says better. */
@@ -26,6 +27,7 @@ typedef struct cfs_prepared {
     char *name;
     bool id_clashed;
     const char *embedding;     /* first drawable obsm key, or NULL: not listed in the catalog */
+    cfs_progress *progress;    /* its layout jobs' progress (may be NULL) */
 } cfs_prepared;
 
 typedef struct cfs_prepared_set {

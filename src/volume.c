@@ -46,6 +46,8 @@ typedef struct ds_entry {
     uint64_t dir_ino;           /* its <id>.zarr folder, 0 if none */
     bool live;                  /* part of the current tree */
     int active;                 /* chunk productions running on this version */
+    char *chunk_failure;        /* the last chunk that could not be produced, and why */
+    uint32_t failed_node;       /* its store node: a later success there clears it */
 } ds_entry;
 
 struct cfs_volume {
@@ -61,6 +63,7 @@ struct cfs_volume {
     char *src;
     FILE *log;
     cfs_cache *cache;
+    cfs_space *work_space;      /* the layout's work files count against the cache's bound */
     cfs_options opts;
     void (*invalidate)(void *ctx, uint64_t parent, const char *name, uint64_t ino);
     void *invalidate_ctx;
@@ -434,6 +437,21 @@ static int build(cfs_volume *v, cfs_err *err)
     return cfs_volume_refresh(v, err);
 }
 
+/* The cache may be set after the layout was applied (after the daemon forks): the space asks
+ * for it at each reservation. */
+static int reserve_work(void *ctx, uint64_t bytes, cfs_err *err)
+{
+    cfs_volume *v = ctx;
+    return v->cache ? cfs_cache_reserve(v->cache, bytes, err) : 0;
+}
+
+static void release_work(void *ctx, uint64_t bytes)
+{
+    cfs_volume *v = ctx;
+    if (v->cache)
+        cfs_cache_release(v->cache, bytes);
+}
+
 void cfs_volume_set_cache(cfs_volume *v, cfs_cache *cache)
 {
     v->cache = cache;
@@ -454,6 +472,14 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
     v->log = log;
     v->opts = *opts;
     v->opts.layout.workdir = workdir;
+    v->opts.layout.log = log;
+    cfs_space_bound bound = {reserve_work, release_work, v};
+    if (!(v->work_space = cfs_space_new(&bound))) {
+        cfs_volume_close(v);
+        cfs_err_set(err, "out of memory");
+        return NULL;
+    }
+    v->opts.layout.space = v->work_space;
     if (build(v, err) < 0) {
         cfs_volume_close(v);
         return NULL;
@@ -476,11 +502,13 @@ void cfs_volume_close(cfs_volume *v)
         ds_entry *e = v->ds[i];
         cfs_store_free(e->store);
         free(e->identity);
+        free(e->chunk_failure);
         cfs_prepared_set one = {&e->p, 1};
         cfs_prepared_set_free_items(&one);
         free(e);
     }
     free(v->ds);
+    cfs_space_free(v->work_space);     /* after the datasets: their jobs hold space */
     free(v->src);
     pthread_mutex_destroy(&v->lock);
     pthread_mutex_destroy(&v->refreshing);
@@ -581,6 +609,30 @@ static char *chunk_cache_key(const cfs_volume *v, uint32_t ds, const cfs_store_n
 static int chunk_bytes_of(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, cfs_buf *out,
                           cfs_err *err);
 
+/* Under the lock: the status document shows the last chunk that failed until its array
+ * produces a chunk again (a failure for want of work space may pass). */
+static void note_chunk_result(ds_entry *e, uint32_t node, uint64_t idx, const char *failure)
+{
+    if (!failure) {
+        if (e->chunk_failure && e->failed_node == node) {
+            free(e->chunk_failure);
+            e->chunk_failure = NULL;
+        }
+        return;
+    }
+    const cfs_store_node *sn = &e->store->nodes[node];
+    char key[256];
+    cfs_chunk_key(sn->ndim, sn->grid, idx, key, sizeof key);
+    size_t len = strlen(sn->path) + strlen(key) + strlen(failure) + 4;
+    char *text = malloc(len);
+    if (!text)
+        return;
+    snprintf(text, len, "%s/%s: %s", sn->path, key, failure);
+    free(e->chunk_failure);
+    e->chunk_failure = text;
+    e->failed_node = node;
+}
+
 /* Chunk bytes of a version that may be retired meanwhile: it stays open while producing. */
 static int chunk_bytes(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, cfs_buf *out,
                        cfs_err *err)
@@ -595,6 +647,7 @@ static int chunk_bytes(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, 
         return cfs_err_set(err, "%s changed or was removed", e->p.source);
     int rc = chunk_bytes_of(v, ds, node, idx, out, err);
     pthread_mutex_lock(&v->lock);
+    note_chunk_result(e, node, idx, rc < 0 ? err->msg : NULL);
     e->active--;
     close_if_idle(e);
     pthread_mutex_unlock(&v->lock);
@@ -756,13 +809,22 @@ static char *status_text(cfs_volume *v)
             json_array_append_new(left, json_pack("{s:s, s:s}", "element",
                                                   p->ds->leftout[k].element, "reason",
                                                   p->ds->leftout[k].reason));
-        const char *state = p->refused ? "refused" : "ready";
+        char element[256];
+        double fraction = 0;
+        bool working = !p->refused && cfs_progress_get(p->progress, element, sizeof element,
+                                                       &fraction);
+        const char *state = p->refused ? "refused" : working ? "working" : "ready";
         json_t *e = json_pack("{s:s, s:s?, s:s?, s:s?, s:s, s:s?, s:b, s:o}", "source",
                               p->source, "id", p->refused ? NULL : p->id, "format",
                               p->ds ? p->ds->format : NULL, "version",
                               p->ds ? p->ds->format_version : NULL, "state", state, "reason",
                               p->refused, "in_catalog", p->ds && p->embedding, "left_out",
                               left);
+        if (working)
+            json_object_set_new(e, "progress", json_pack("{s:s, s:f}", "element", element,
+                                                         "fraction", fraction));
+        if (v->ds[i]->chunk_failure)
+            json_object_set_new(e, "chunk_failure", json_string(v->ds[i]->chunk_failure));
         if (p->ds && !p->embedding)
             json_object_set_new(e, "not_in_catalog",
                                 json_string(p->ds->no_embedding_hint
@@ -773,11 +835,14 @@ static char *status_text(cfs_volume *v)
     pthread_mutex_unlock(&v->lock);
     cfs_cache_stats cs;
     cfs_cache_stats_get(v->cache, &cs);
-    json_t *doc = json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "sources", list, "cache",
-                            "hits", (json_int_t)cs.hits, "misses", (json_int_t)cs.misses,
-                            "produced", (json_int_t)cs.produced, "evicted",
-                            (json_int_t)cs.evicted, "bytes", (json_int_t)cs.bytes, "entries",
-                            (json_int_t)cs.entries);
+    json_t *doc = json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "sources",
+                            list, "cache", "hits", (json_int_t)cs.hits, "misses",
+                            (json_int_t)cs.misses, "produced", (json_int_t)cs.produced,
+                            "evicted", (json_int_t)cs.evicted, "bytes", (json_int_t)cs.bytes,
+                            "entries", (json_int_t)cs.entries, "work_bytes",
+                            (json_int_t)cs.work_bytes, "work_dropped",
+                            (json_int_t)cfs_space_dropped(v->work_space), "max_bytes",
+                            (json_int_t)cs.max_bytes);
     char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(doc);
     return text;

@@ -346,9 +346,29 @@ def chunk_files(store):
     return [f for f in files if f.rsplit("/", 1)[-1] not in META_NAMES]
 
 
-def cache_usage(cache):
+def open_deleted_under(pid, folder):
+    """Bytes of the files process pid holds open that were unlinked from under folder (the
+    layout engine's work files are unlinked at creation, so only /proc sees them)."""
+    total, prefix = 0, os.path.realpath(folder) + "/"
+    fds = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(fds)
+    except FileNotFoundError:
+        return 0
+    for n in names:
+        try:
+            target = os.readlink(f"{fds}/{n}")
+            if target.startswith(prefix) and target.endswith(" (deleted)"):
+                total += os.stat(f"{fds}/{n}").st_size
+        except (FileNotFoundError, PermissionError):
+            pass
+    return total
+
+
+def cache_usage(cache, pid=None):
     """Bytes of every file under the cache folder except the SQLite index (index.sqlite*):
-    entries, temporaries, layout-engine files."""
+    entries, temporaries, layout-engine files, and (given the daemon's pid) the unlinked work
+    files it holds open there."""
     total = 0
     for d, _, files in os.walk(cache):
         for f in files:
@@ -358,20 +378,20 @@ def cache_usage(cache):
                 total += os.lstat(os.path.join(d, f)).st_size
             except FileNotFoundError:
                 pass
-    return total
+    return total + (open_deleted_under(pid, cache) if pid else 0)
 
 
 class UsageMonitor:
-    """Samples cache_usage(cache) every few ms on a thread; .peak is the largest seen."""
+    """Samples cache_usage(cache, pid) every few ms on a thread; .peak is the largest seen."""
 
-    def __init__(self, cache):
-        self.cache, self.peak, self.samples = cache, 0, 0
+    def __init__(self, cache, pid=None):
+        self.cache, self.pid, self.peak, self.samples = cache, pid, 0, 0
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
         while not self._stop.is_set():
-            self.peak = max(self.peak, cache_usage(self.cache))
+            self.peak = max(self.peak, cache_usage(self.cache, self.pid))
             self.samples += 1
             time.sleep(0.002)
 
@@ -382,7 +402,7 @@ class UsageMonitor:
     def __exit__(self, *exc):
         self._stop.set()
         self._t.join()
-        self.peak = max(self.peak, cache_usage(self.cache))
+        self.peak = max(self.peak, cache_usage(self.cache, self.pid))
 
 
 def cache_stats(m):
@@ -574,12 +594,25 @@ def test_nginx_serves_the_mount(cfs, mounts, nginx_on, oracle, big, tmp_path):
 SMALL_CACHE = 1 << 20    # cache_size=1M, the smallest accepted
 
 
-def test_cache_bound_holds_and_evicts(cfs, mounts, big, tmp_path):
-    """More than cache_size is read: the cache folder (entries, temporaries, layout files; the
-    SQLite index aside) never exceeds the bound, entries are evicted, the bytes stay right
-    (read again, and after a remount whose kernel caches are cold)."""
+def make_many_obsm_h5ad(path, n_obs=20_000, entries=10, dims=8, seed=3):
+    """Cells with many random (incompressible) obsm entries of ~0.6 MiB (one chunk each, each
+    below a 1 MiB bound) and a small X: a store several times the bound, little layout work."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(n_obs, 50, density=0.05, format="csr", dtype=np.float32, random_state=seed)
+    a = ad.AnnData(X, obs=pd.DataFrame(index=[f"c{i}" for i in range(n_obs)]), dtype=np.float32)
+    a.obsm["X_umap"] = rng.standard_normal((n_obs, 2)).astype(np.float32)
+    for k in range(entries):
+        a.obsm[f"X_rand{k}"] = rng.standard_normal((n_obs, dims)).astype(np.float32)
+    a.write_h5ad(path)
+
+
+def test_cache_bound_holds_and_evicts(cfs, mounts, tmp_path):
+    """More than cache_size is read: the cache folder (entries, temporaries, layout work files
+    the daemon holds open; the SQLite index aside) never exceeds the bound, entries are
+    evicted, the bytes stay right (read again, and after a remount whose kernel caches are
+    cold)."""
     src = copy_fixtures(tmp_path / "src", ["csr_f32", "raw_layers", "categoricals"])
-    shutil.copyfile(big(40_000), src / "big.h5ad")
+    make_many_obsm_h5ad(src / "many_obsm.h5ad")
     out = tmp_path / "out"
     export_of(cfs, src, out)
     total = sum(len((out / f).read_bytes()) for f in walk(out)[1])
@@ -587,7 +620,7 @@ def test_cache_bound_holds_and_evicts(cfs, mounts, big, tmp_path):
     cache = tmp_path / "cache"
 
     m = mounts(src, cache=cache, opts=["cache_size=1M"])
-    with UsageMonitor(cache) as mon:
+    with UsageMonitor(cache, m.pid) as mon:
         assert_same_tree(m.mnt, out)
         assert_same_tree(m.mnt, out)
     c = cache_stats(m)
@@ -600,11 +633,55 @@ def test_cache_bound_holds_and_evicts(cfs, mounts, big, tmp_path):
     m.stop()
 
     m = mounts(src, mnt=m.mnt, cache=cache, opts=["cache_size=1M"])
-    with UsageMonitor(cache) as mon:
+    with UsageMonitor(cache, m.pid) as mon:
         assert_same_tree(m.mnt, out)
     assert mon.peak <= SMALL_CACHE, f"the cache folder reached {mon.peak} bytes after the remount"
     c = cache_stats(m)
     assert c["evicted"] > 0 and c["bytes"] <= SMALL_CACHE, c
+
+
+def test_layout_work_counts_against_the_bound(cfs, mounts, big, tmp_path):
+    """The layout's work files (spill and results, unlinked but held open) count against
+    cache_size: X and a layer each need ~47 MiB of work, their results ~19 MiB each. Under a
+    56 MiB bound, laying out the layer drops X's idle results (counted in status.json), the
+    folder never exceeds the bound, and every byte is the export's, X read again included."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(big(40_000), src / "big.h5ad")
+    out = tmp_path / "out"
+    export_of(cfs, src, out)
+    cache, bound = tmp_path / "cache", 56 << 20
+    m = mounts(src, cache=cache, opts=["cache_size=56M"])
+    with UsageMonitor(cache, m.pid) as mon:
+        assert_same_tree(m.mnt, out)
+        c = cache_stats(m)
+        assert c["max_bytes"] == bound and 0 < c["work_bytes"] <= bound, c
+        assert c["work_dropped"] >= 1, c
+    assert mon.peak <= bound, f"the cache folder and work files reached {mon.peak} bytes (bound {bound})"
+    assert mon.peak > 40 << 20, f"the work files were not seen ({mon.peak} bytes at most)"
+    assert m.status()["sources"][0]["state"] == "ready"
+
+
+def test_layout_work_larger_than_the_bound(cfs, mounts, big, tmp_path):
+    """A bound too small for a layout's work: the expression chunks fail with EIO, the status
+    document names the chunk and says to raise cache_size, the log says so too, and everything
+    else of the store (and the other datasets) is served right."""
+    src = copy_fixtures(tmp_path / "src", ["csr_f32"])
+    shutil.copyfile(big(40_000), src / "big.h5ad")
+    out = tmp_path / "out"
+    export_of(cfs, src, out)
+    m = mounts(src, opts=["cache_size=16M"])
+    with pytest.raises(OSError) as e:
+        (m.mnt / "big.zarr" / "X" / "data" / "0").read_bytes()
+    assert e.value.errno == errno.EIO, e.value
+    st = by_source(m.status())["big.h5ad"]
+    assert st["state"] == "ready" and "raise -o cache_size" in st.get("chunk_failure", ""), st
+    assert st["chunk_failure"].startswith("X/data/0: ") and "X: its layout needs" in st["chunk_failure"], st
+    assert "raise -o cache_size" in m.stderr(), m.stderr()
+    for rel in walk(out)[1]:
+        if rel.startswith(("big.zarr/X/", "big.zarr/layers/")):
+            continue
+        assert read_checked(m.mnt / rel) == (out / rel).read_bytes(), rel
 
 
 def test_cache_reused_on_remount_and_keyed_by_options(cfs, mounts, tmp_path):
@@ -705,6 +782,11 @@ def test_kill9_during_production_then_remount(cfs, mounts, big, tmp_path):
         started.wait(10)
         if when == "during the layout job":
             time.sleep(0.05)
+            # the status document shows the work going on (DESIGN §6)
+            st = m.status()["sources"][0]
+            assert st["state"] == "working", st
+            assert st["progress"]["element"] in ("X", "layers/counts"), st
+            assert 0 <= st["progress"]["fraction"] < 1, st
         else:
             deadline = time.monotonic() + 30
             while len(entries()) == before and time.monotonic() < deadline:

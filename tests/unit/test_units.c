@@ -276,6 +276,26 @@ static void test_priority(void)
           levels[4] == 100000);
 }
 
+/* An n x g float32 CSR element over copies of the given arrays. */
+static cfs_elem *csr_elem(uint64_t n, uint64_t g, uint64_t nnz, const float *data,
+                          const int32_t *indices, const int64_t *indptr)
+{
+    uint64_t np1 = n + 1;
+    cfs_elem *el = cfs_elem_new(CFS_EL_SPARSE, "X");
+    el->csr = true;
+    el->sparse_shape[0] = n;
+    el->sparse_shape[1] = g;
+    void *d = malloc(nnz * sizeof *data), *i = malloc(nnz * sizeof *indices);
+    void *p = malloc(np1 * sizeof *indptr);
+    memcpy(d, data, nnz * sizeof *data);
+    memcpy(i, indices, nnz * sizeof *indices);
+    memcpy(p, indptr, np1 * sizeof *indptr);
+    el->values = cfs_array_from_memory(CFS_FLOAT32, 1, &nnz, d);
+    el->aux = cfs_array_from_memory(CFS_INT32, 1, &nnz, i);
+    el->indptr = cfs_array_from_memory(CFS_INT64, 1, &np1, p);
+    return el;
+}
+
 /* A 4 x 3 csr through the gene-major engine with a tiny budget: csc, rows permuted, sorted. */
 static void test_gene_major_sparse(void)
 {
@@ -284,20 +304,9 @@ static void test_gene_major_sparse(void)
     float data[NNZ] = {1, 2, 3, 4, 5, 6};
     int32_t indices[NNZ] = {0, 2, 1, 0, 1, 2};
     int64_t indptr[N + 1] = {0, 2, 3, 5, 6};
-    uint64_t nnz = NNZ, np1 = N + 1;
-    cfs_elem *el = cfs_elem_new(CFS_EL_SPARSE, "X");
-    el->csr = true;
-    el->sparse_shape[0] = N;
-    el->sparse_shape[1] = G;
-    void *d = malloc(sizeof data), *i = malloc(sizeof indices), *p = malloc(sizeof indptr);
-    memcpy(d, data, sizeof data);
-    memcpy(i, indices, sizeof indices);
-    memcpy(p, indptr, sizeof indptr);
-    el->values = cfs_array_from_memory(CFS_FLOAT32, 1, &nnz, d);
-    el->aux = cfs_array_from_memory(CFS_INT32, 1, &nnz, i);
-    el->indptr = cfs_array_from_memory(CFS_INT64, 1, &np1, p);
+    cfs_elem *el = csr_elem(N, G, NNZ, data, indices, indptr);
     cfs_perm *perm = cfs_perm_new(N, 0);
-    cfs_engine_opts o = {4u << 20, "/tmp", NULL, NULL};
+    cfs_engine_opts o = {.memory = 4u << 20, .workdir = "/tmp"};
     cfs_err err;
     CHECK(cfs_gene_major_sparse(el, perm, &o, "X", &err) == 0);
     CHECK(!el->csr && el->indptr->dtype == CFS_INT64 && el->aux->dtype == CFS_INT32);
@@ -374,13 +383,27 @@ static void *reader(void *arg)
     return NULL;
 }
 
+/* A cache of 10000 bytes in a new folder named from the template dir. */
+static cfs_cache *temp_cache(char *dir, cfs_err *err)
+{
+    CHECK(mkdtemp(dir) != NULL);
+    cfs_cache *c = cfs_cache_open(dir, 10000, err);
+    CHECK(c != NULL);
+    return c;
+}
+
+static void remove_folder(const char *dir)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 static void test_cache(void)
 {
     char dir[] = "/tmp/cfs-unit-cache-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
     cfs_err err;
-    cfs_cache *c = cfs_cache_open(dir, 10000, &err);
-    CHECK(c != NULL);
+    cfs_cache *c = temp_cache(dir, &err);
     if (!c)
         return;
     producer p = {PTHREAD_MUTEX_INITIALIZER, 0, 3000, 'a'};
@@ -441,14 +464,120 @@ static void test_cache(void)
     CHECK(cfs_cache_size(c, "big", 3) == -1);
     cfs_cache_close(c);
     cfs_buf_free(&b);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
+    remove_folder(dir);
+}
+
+/* Work files count against the bound: a reservation evicts entries, entries then fit only
+ * beside it, and what cannot fit even in an empty cache is refused without evicting. */
+static void test_cache_work(void)
+{
+    char dir[] = "/tmp/cfs-unit-cachework-XXXXXX";
+    cfs_err err;
+    cfs_cache *c = temp_cache(dir, &err);
+    if (!c)
+        return;
+    producer p = {PTHREAD_MUTEX_INITIALIZER, 0, 3000, 'w'};
+    cfs_buf b = {0};
+    for (int i = 0; i < 3; i++) {
+        char key[8];
+        snprintf(key, sizeof key, "w%d", i);
+        cfs_buf_reset(&b);
+        CHECK(cfs_cache_get(c, key, strlen(key), produce, &p, &b, &err) == 0);
+    }
+    CHECK(cfs_cache_reserve(c, 20000, &err) < 0 && strstr(err.msg, "cache_size") != NULL);
+    cfs_cache_stats st;
+    cfs_cache_stats_get(c, &st);
+    CHECK(st.entries == 3 && st.evicted == 0 && st.work_bytes == 0);
+    CHECK(cfs_cache_reserve(c, 6000, &err) == 0);
+    cfs_cache_stats_get(c, &st);
+    CHECK(st.work_bytes == 6000 && st.bytes + st.work_bytes <= 10000 && st.evicted == 2);
+    cfs_buf_reset(&b);
+    CHECK(cfs_cache_get(c, "w9", 2, produce, &p, &b, &err) == 0);
+    cfs_cache_stats_get(c, &st);
+    CHECK(st.bytes + st.work_bytes <= 10000 && cfs_cache_size(c, "w9", 2) == 3000);
+    CHECK(cfs_cache_reserve(c, 5000, &err) < 0);
+    cfs_cache_release(c, 6000);
+    CHECK(cfs_cache_reserve(c, 5000, &err) == 0);
+    cfs_cache_release(c, 5000);
+    cfs_cache_stats_get(c, &st);
+    CHECK(st.work_bytes == 0);
+    cfs_cache_close(c);
+    cfs_buf_free(&b);
+    remove_folder(dir);
+}
+
+/* A bound that counts what is held against a limit the test moves. */
+typedef struct counting_bound {
+    uint64_t held, limit;
+} counting_bound;
+
+static int bound_reserve(void *ctx, uint64_t bytes, cfs_err *err)
+{
+    counting_bound *s = ctx;
+    if (s->held + bytes > s->limit)
+        return cfs_err_set(err, "no room");
+    s->held += bytes;
+    return 0;
+}
+
+static void bound_release(void *ctx, uint64_t bytes)
+{
+    ((counting_bound *)ctx)->held -= bytes;
+}
+
+/* A 3 x 2 CSR element; `scale` makes two of them tell apart. */
+static cfs_elem *small_csr(float scale)
+{
+    float data[4] = {1 * scale, 2 * scale, 3 * scale, 4 * scale};
+    int32_t indices[4] = {0, 1, 1, 0};
+    int64_t indptr[4] = {0, 2, 3, 4};
+    return csr_elem(3, 2, 4, data, indices, indptr);
+}
+
+static float value_sum(cfs_elem *el, cfs_err *err)
+{
+    float out[4], sum = -1;
+    uint64_t z[1] = {0}, cn[1] = {4};
+    if (cfs_array_read(el->values, z, cn, out, err) == 0)
+        sum = out[0] + out[1] + out[2] + out[3];
+    return sum;
+}
+
+/* Work space: a refusal fails that reader only and the job runs again for the next; results
+ * of a finished job give way to another job's work and come back, right, when read again;
+ * every byte is released when the results go. */
+static void test_gene_major_space(void)
+{
+    cfs_perm *perm = cfs_perm_new(3, 0);
+    counting_bound cb = {0, 10};
+    cfs_space_bound bound = {bound_reserve, bound_release, &cb};
+    cfs_space *space = cfs_space_new(&bound);
+    cfs_engine_opts o = {.memory = 4u << 20, .workdir = "/tmp", .space = space};
+    cfs_err err;
+    cfs_elem *a = small_csr(1), *b = small_csr(10);
+    CHECK(cfs_gene_major_sparse(a, perm, &o, "A", &err) == 0);
+    CHECK(cfs_gene_major_sparse(b, perm, &o, "B", &err) == 0);
+    CHECK(value_sum(a, &err) < 0 && strstr(err.msg, "A: ") && strstr(err.msg, "no room"));
+    CHECK(cb.held == 0);
+    /* Room for one job's spill + results (4 x 12 + 4 x 8 bytes) at a time. */
+    cb.limit = 80;
+    CHECK(value_sum(a, &err) == 10);
+    CHECK(cb.held == 32);               /* the spill went back after the pass */
+    CHECK(value_sum(b, &err) == 100);   /* A's results were dropped to make room */
+    CHECK(cb.held == 32);
+    CHECK(value_sum(a, &err) == 10 && cb.held == 32);
+    cfs_elem_free(a);
+    cfs_elem_free(b);
+    CHECK(cb.held == 0);
+    cfs_space_free(space);
+    cfs_perm_unref(perm);
 }
 
 int main(void)
 {
     test_cache();
+    test_cache_work();
+    test_gene_major_space();
     test_unique_names();
     test_priority();
     test_gene_major_sparse();

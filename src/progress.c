@@ -1,0 +1,80 @@
+#include "progress.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct cfs_progress {
+    pthread_mutex_t lock;
+    char *source;
+    FILE *log;
+    char element[256];
+    struct timespec started;
+    double fraction;
+    int decile;
+    bool working;
+};
+
+cfs_progress *cfs_progress_new(const char *source, FILE *log)
+{
+    cfs_progress *p = calloc(1, sizeof *p);
+    if (!p || !(p->source = strdup(source))) {
+        free(p);
+        return NULL;
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    p->log = log;
+    return p;
+}
+
+void cfs_progress_free(cfs_progress *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_destroy(&p->lock);
+    free(p->source);
+    free(p);
+}
+
+static double seconds_since(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
+void cfs_progress_note(cfs_progress *p, const char *element, double fraction)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    if (!p->working || strncmp(p->element, element, sizeof p->element) != 0) {
+        snprintf(p->element, sizeof p->element, "%s", element);
+        clock_gettime(CLOCK_MONOTONIC, &p->started);
+        p->decile = 0;
+    }
+    p->fraction = fraction < 1 ? fraction : 1;
+    p->working = fraction < 1;
+    int decile = (int)(p->fraction * 10);
+    if (p->log && decile > p->decile && seconds_since(&p->started) > 2.0) {
+        p->decile = decile;
+        fprintf(p->log, "cellucid-fs: %s: laying out %s: %d%%\n", p->source, element,
+                decile * 10);
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+bool cfs_progress_get(cfs_progress *p, char *element, size_t len, double *fraction)
+{
+    if (!p)
+        return false;
+    pthread_mutex_lock(&p->lock);
+    bool working = p->working;
+    if (working) {
+        snprintf(element, len, "%s", p->element);
+        *fraction = p->fraction;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return working;
+}

@@ -1,0 +1,23 @@
+/*
+ * Progress of one source's long layout work (DESIGN §6): the element being laid out and how
+ * far, for the status document, and a log line per tenth once a job has run for two seconds.
+ * Jobs report from any thread.
+ */
+#ifndef CFS_PROGRESS_H
+#define CFS_PROGRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct cfs_progress cfs_progress;
+
+/* log may be NULL (no lines). NULL on allocation failure: reporting to NULL does nothing. */
+cfs_progress *cfs_progress_new(const char *source, FILE *log);
+void cfs_progress_free(cfs_progress *p);
+/* fraction of element's work done, 0..1; 1 ends it (also on failure). */
+void cfs_progress_note(cfs_progress *p, const char *element, double fraction);
+/* Whether work runs now; if so its element and fraction. */
+bool cfs_progress_get(cfs_progress *p, char *element, size_t len, double *fraction);
+
+#endif
