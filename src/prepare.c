@@ -36,6 +36,7 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
         p->id = stem ? cfs_id_from_name(stem) : NULL;
         free(stem);
     }
+    p->raw_id = p->id ? strdup(p->id) : NULL;
 }
 
 static int name_one(cfs_prepared *p, cfs_err *err)
@@ -58,9 +59,10 @@ static int assign_ids(cfs_prepared_set *set, cfs_err *err)
     size_t k = 0;
     int rc = ids && clashed && owner ? 0 : -1;
     for (size_t i = 0; rc == 0 && i < set->n; i++) {
-        if (set->items[i].ds && !set->items[i].id)
+        bool serves = set->items[i].ds || (set->items[i].reused && set->items[i].id);
+        if (set->items[i].ds && (!set->items[i].id || !set->items[i].raw_id))
             rc = -1;
-        else if (set->items[i].ds) {
+        else if (serves) {
             owner[k] = i;
             ids[k++] = set->items[i].id;
         }
@@ -77,8 +79,39 @@ static int assign_ids(cfs_prepared_set *set, cfs_err *err)
     return rc < 0 ? cfs_err_set(err, "out of memory") : 0;
 }
 
-int cfs_prepare(const cfs_source_list *sources, const cfs_options *opts, cfs_prepared_set *out,
-                cfs_err *err)
+/* A known source takes part in the ids with the id it was given before they were made
+ * distinct, as if it had been opened. */
+static int reuse(cfs_prepared *p, const cfs_known_source *k)
+{
+    p->reused = true;
+    if (k->raw_id && !(p->id = strdup(k->raw_id)))
+        return -1;
+    return 0;
+}
+
+/* A known source whose distinct id is no longer the one it is served under: the id is baked
+ * into its store (uns/cellucid), so it is opened again and takes the new id. */
+static void reopen_if_renamed(cfs_prepared *p, const cfs_known_source *k,
+                              const cfs_options *opts)
+{
+    if (!p->reused || !p->id || strcmp(p->id, k->id) == 0)
+        return;
+    char *wanted = p->id;
+    bool clashed = p->id_clashed;
+    p->id = NULL;
+    p->reused = false;
+    open_one(p, opts);
+    if (p->ds) {
+        free(p->id);
+        p->id = wanted;
+        p->id_clashed = clashed;
+    } else {
+        free(wanted);
+    }
+}
+
+int cfs_prepare_reusing(const cfs_source_list *sources, const cfs_options *opts,
+                        const cfs_known_source *known, cfs_prepared_set *out, cfs_err *err)
 {
     out->n = sources->n;
     out->items = calloc(sources->n ? sources->n : 1, sizeof *out->items);
@@ -87,14 +120,27 @@ int cfs_prepare(const cfs_source_list *sources, const cfs_options *opts, cfs_pre
     for (size_t i = 0; i < sources->n; i++) {
         if (!(out->items[i].source = strdup(sources->paths[i])))
             return cfs_err_set(err, "out of memory");
-        open_one(&out->items[i], opts);
+        if (known && known[i].known) {
+            if (reuse(&out->items[i], &known[i]) < 0)
+                return cfs_err_set(err, "out of memory");
+        } else {
+            open_one(&out->items[i], opts);
+        }
     }
     if (assign_ids(out, err) < 0)
         return -1;
+    for (size_t i = 0; known && i < out->n; i++)
+        reopen_if_renamed(&out->items[i], &known[i], opts);
     for (size_t i = 0; i < out->n; i++)
         if (out->items[i].ds && name_one(&out->items[i], err) < 0)
             return -1;
     return 0;
+}
+
+int cfs_prepare(const cfs_source_list *sources, const cfs_options *opts, cfs_prepared_set *out,
+                cfs_err *err)
+{
+    return cfs_prepare_reusing(sources, opts, NULL, out, err);
 }
 
 void cfs_prepared_set_free(cfs_prepared_set *set)
@@ -112,6 +158,7 @@ void cfs_prepared_set_free_items(cfs_prepared_set *set)
         free(p->source);
         cfs_dataset_free(p->ds);     /* first: its jobs report to p->progress */
         cfs_progress_free(p->progress);
+        free(p->raw_id);
         free(p->refused);
         free(p->id);
         free(p->name);

@@ -28,7 +28,16 @@ typedef struct cfs_prepared {
     bool id_clashed;
     const char *embedding;     /* first drawable obsm key, or NULL: not listed in the catalog */
     cfs_progress *progress;    /* its layout jobs' progress (may be NULL) */
+    char *raw_id;              /* its id before ids were made distinct */
+    bool reused;               /* the caller's open version serves it (cfs_prepare_reusing) */
 } cfs_prepared;
+
+/* What a caller already serves of a source, at the version it has now. */
+typedef struct cfs_known_source {
+    bool known;
+    const char *raw_id;        /* NULL: it was refused */
+    const char *id;
+} cfs_known_source;
 
 typedef struct cfs_prepared_set {
     cfs_prepared *items;
@@ -37,6 +46,11 @@ typedef struct cfs_prepared_set {
 
 int cfs_prepare(const cfs_source_list *sources, const cfs_options *opts, cfs_prepared_set *out,
                 cfs_err *err);
+/* cfs_prepare for a folder of which the caller serves some sources already (known[i]): those
+ * are not opened again, unless the ids made distinct give one another id than it has, and
+ * come out with only `source`, `id` and `reused` set. */
+int cfs_prepare_reusing(const cfs_source_list *sources, const cfs_options *opts,
+                        const cfs_known_source *known, cfs_prepared_set *out, cfs_err *err);
 /* Marks one prepared dataset refused (e.g. a chunk could not be produced), freeing its model. */
 void cfs_prepared_refuse(cfs_prepared *p, const char *reason);
 void cfs_prepared_set_free(cfs_prepared_set *set);

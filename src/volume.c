@@ -365,6 +365,18 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
     return rc;
 }
 
+/* Under the lock: the sources served already at their current version are not opened again
+ * (entries live until unmount, so their strings outlast the refresh). */
+static void note_known(cfs_volume *v, const cfs_source_list *sources, const struct stat *now,
+                       cfs_known_source *known)
+{
+    for (size_t i = 0; i < sources->n; i++) {
+        ds_entry *e = find_live(v, sources->paths[i], &now[i]);
+        if (e)
+            known[i] = (cfs_known_source){true, e->store ? e->p.raw_id : NULL, e->p.id};
+    }
+}
+
 int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
 {
     pthread_mutex_lock(&v->refreshing);
@@ -385,12 +397,16 @@ int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
     struct stat *before = calloc(sources.n + 1, sizeof *before);
     for (size_t i = 0; before && i < sources.n; i++)
         stat(sources.paths[i], &before[i]);
-    if (before) {
+    cfs_known_source *known = before ? calloc(sources.n + 1, sizeof *known) : NULL;
+    if (known) {
         pthread_mutex_lock(&v->lock);
         retire_changed(v, &sources, before, &stale);
+        note_known(v, &sources, before, known);
         pthread_mutex_unlock(&v->lock);
     }
-    rc = before ? cfs_prepare(&sources, &v->opts, &set, err) : cfs_err_set(err, "out of memory");
+    rc = known ? cfs_prepare_reusing(&sources, &v->opts, known, &set, err)
+               : cfs_err_set(err, "out of memory");
+    free(known);
     pthread_mutex_lock(&v->lock);
     if (rc == 0 && merge(v, &set, before, &stale) < 0)
         rc = cfs_err_set(err, "out of memory");

@@ -1012,6 +1012,66 @@ def test_live_add_source(cfs, mounts, oracle, tmp_path):
     _store_equals(m, "csr_f32", oracle, "csr_f32", "csr_f32.h5ad")
 
 
+class OpenWatch:
+    """The names of the files opened in a folder, from inotify (IN_OPEN) through libc."""
+
+    IN_OPEN, IN_NONBLOCK = 0x20, 0o4000
+
+    def __init__(self, folder):
+        import ctypes
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(self.IN_NONBLOCK)
+        assert self.fd >= 0, f"inotify_init1: errno {ctypes.get_errno()}"
+        wd = self.libc.inotify_add_watch(self.fd, str(folder).encode(), self.IN_OPEN)
+        assert wd >= 0, f"inotify_add_watch: errno {ctypes.get_errno()}"
+
+    def names(self):
+        """Names opened since the last call."""
+        import struct
+        got = []
+        while True:
+            try:
+                buf = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return got
+            off = 0
+            while off < len(buf):
+                _, _, _, length = struct.unpack_from("iIII", buf, off)
+                got.append(buf[off + 16: off + 16 + length].rstrip(b"\0").decode())
+                off += 16 + length
+
+    def close(self):
+        os.close(self.fd)
+
+
+def test_live_change_opens_only_what_changed(cfs, mounts, oracle, tmp_path):
+    """Adding a source opens that source only: the ones served at an unchanged version are not
+    read again (inotify sees every open under SRC). A new source that takes an existing one's
+    id (it sorts first) has that one opened again under its new id, so both stores are right."""
+    src = copy_fixtures(tmp_path / "src", ["csr_f32", "categoricals"])
+    shutil.copyfile(good_path("dense_f32"), src / "b.hdf5")
+    m = mounts(src)
+    assert _catalog_ids(m) == ["b", "categoricals", "csr_f32"]
+    watch = OpenWatch(src)
+    try:
+        shutil.copyfile(good_path("nullable"), src / "added.h5ad")
+        wait_for(lambda: "added" in _catalog_ids(m), LIVE_TIMEOUT, "datasets.json lists added")
+        opened = set(watch.names()) - {"added.h5ad", ""}     # "": the folder, listed
+        assert not opened, f"unchanged sources were opened again: {sorted(opened)}"
+        _store_equals(m, "added", oracle, "nullable", "added.h5ad")
+
+        shutil.copyfile(good_path("csr_f32"), src / "b.h5ad")     # sorts before b.hdf5
+        wait_for(lambda: _catalog_ids(m) == ["added", "b", "b-2", "categoricals", "csr_f32"],
+                 LIVE_TIMEOUT, "b.h5ad takes the id b, b.hdf5 becomes b-2")
+        opened = set(watch.names()) - {"b.h5ad", ""}
+        assert opened == {"b.hdf5"}, f"opened again: {sorted(opened)} (only b.hdf5, renamed, should be)"
+    finally:
+        watch.close()
+    _store_equals(m, "b", oracle, "csr_f32", "b.h5ad")
+    _store_equals(m, "b-2", oracle, "dense_f32", "b.hdf5")
+    _store_equals(m, "csr_f32", oracle, "csr_f32", "csr_f32.h5ad")
+
+
 def test_live_rewrite_source(cfs, mounts, oracle, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
