@@ -3,14 +3,21 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct cfs_space {
     cfs_space_bound bound;
-    pthread_mutex_t lock;       /* guards holders; taken before any job's lock, never after */
+    pthread_mutex_t lock;       /* guards holders; jobs' locks are only try-locked under it */
+    pthread_cond_t freed;       /* some reserved bytes were released */
     cfs_job **holders;
     size_t n, cap;
     uint64_t dropped;
+    uint64_t outstanding;       /* reserved, not released (atomic: released with or without lock) */
 };
+
+/* A reservation that does not fit while other work holds space waits for it, looking again at
+ * least this often (a reader done with results that may now be dropped does not signal). */
+#define RECHECK_NS 100000000L
 
 cfs_space *cfs_space_new(const cfs_space_bound *bound)
 {
@@ -19,6 +26,7 @@ cfs_space *cfs_space_new(const cfs_space_bound *bound)
         return NULL;
     s->bound = *bound;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->freed, NULL);
     return s;
 }
 
@@ -27,6 +35,7 @@ void cfs_space_free(cfs_space *s)
     if (!s)
         return;
     pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->freed);
     free(s->holders);
     free(s);
 }
@@ -63,22 +72,46 @@ static bool drop_one(cfs_space *s)
     return dropped;
 }
 
+static void wait_for_release(cfs_space *s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += RECHECK_NS;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&s->freed, &s->lock, &until);
+}
+
 int cfs_space_reserve(cfs_space *s, uint64_t bytes, cfs_err *err)
 {
     if (!s || bytes == 0)
         return 0;
     pthread_mutex_lock(&s->lock);
     int rc;
-    while ((rc = s->bound.reserve(s->bound.ctx, bytes, err)) < 0 && drop_one(s))
-        ;
+    while ((rc = s->bound.reserve(s->bound.ctx, bytes, err)) < 0) {
+        if (drop_one(s))
+            continue;
+        /* Other layouts run or are being read: their space comes back. With none, it never
+         * fits, and the bound's reason is the answer. */
+        if (__atomic_load_n(&s->outstanding, __ATOMIC_ACQUIRE) == 0)
+            break;
+        wait_for_release(s);
+    }
+    if (rc == 0)
+        __atomic_add_fetch(&s->outstanding, bytes, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
 
 void cfs_space_release(cfs_space *s, uint64_t bytes)
 {
-    if (s && bytes)
-        s->bound.release(s->bound.ctx, bytes);
+    if (!s || !bytes)
+        return;
+    s->bound.release(s->bound.ctx, bytes);
+    __atomic_sub_fetch(&s->outstanding, bytes, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&s->freed);
 }
 
 int cfs_space_hold(cfs_space *s, cfs_job *job)

@@ -2,7 +2,8 @@
  * Disk space for the layout engine's work files, under a bound it does not own: the mount's
  * cache, so that cache_size bounds everything in the cache folder. Finished jobs whose results
  * nobody reads are the first to give way (least recently used first; they run again when read
- * again), then cached chunks (the bound's own eviction). An export has no bound: a NULL space
+ * again), then cached chunks (the bound's own eviction); a reservation that does not fit while
+ * other work holds space waits for it. An export has no bound: a NULL space
  * grants every reservation.
  */
 #ifndef CFS_SPACE_H
@@ -24,7 +25,9 @@ typedef struct cfs_space_bound {
 
 cfs_space *cfs_space_new(const cfs_space_bound *bound);
 void cfs_space_free(cfs_space *s);
-/* Room for `bytes` of work files, dropping idle jobs' results first if the bound refuses. */
+/* Room for `bytes` of work files: dropping idle jobs' results if the bound refuses, waiting
+ * while other reservations are out; -1 (the bound's reason in err) when it cannot fit alone.
+ * The caller must hold no reservation of its own (it could wait for itself). */
 int cfs_space_reserve(cfs_space *s, uint64_t bytes, cfs_err *err);
 void cfs_space_release(cfs_space *s, uint64_t bytes);
 /* job's results hold space now and may be dropped (cfs_job_try_drop) to make room. Its drop

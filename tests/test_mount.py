@@ -662,6 +662,45 @@ def test_layout_work_counts_against_the_bound(cfs, mounts, big, tmp_path):
     assert m.status()["sources"][0]["state"] == "ready"
 
 
+def test_layout_work_waits_for_room(cfs, mounts, big, tmp_path):
+    """8 readers of random chunks of X and of a layer at once, under a bound that holds one
+    layout's work at a time: a layout that does not fit waits for the running one (never an
+    EIO), idle results are dropped and made again, every byte is the export's, the bound holds."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(big(40_000), src / "big.h5ad")
+    out = tmp_path / "out"
+    export_of(cfs, src, out)
+    files = [f for f in walk(out)[1] if f.startswith(("big.zarr/X/", "big.zarr/layers/"))]
+    cache, bound = tmp_path / "cache", 56 << 20
+    m = mounts(src, cache=cache, opts=["cache_size=56M"])
+    problems, reads = [], []
+
+    def reader(seed):
+        rng = random.Random(seed)
+        for _ in range(40):
+            rel = rng.choice(files)
+            try:
+                if (m.mnt / rel).read_bytes() != (out / rel).read_bytes():
+                    problems.append((rel, "wrong bytes"))
+                reads.append(rel)
+            except OSError as e:
+                problems.append((rel, repr(e)))
+
+    with UsageMonitor(cache, m.pid) as mon:
+        threads = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+    assert not any(t.is_alive() for t in threads), "a reader hung"
+    assert not problems, problems[:5]
+    assert len(reads) == 8 * 40
+    assert mon.peak <= bound, f"the cache folder and work files reached {mon.peak} bytes (bound {bound})"
+    c = cache_stats(m)
+    assert c["work_dropped"] >= 1 and c["work_bytes"] <= bound, c
+
+
 def test_layout_work_larger_than_the_bound(cfs, mounts, big, tmp_path):
     """A bound too small for a layout's work: the expression chunks fail with EIO, the status
     document names the chunk and says to raise cache_size, the log says so too, and everything
