@@ -1303,20 +1303,36 @@ int cfs_h5_array_open(hid_t loc, const char *name, cfs_array **out, cfs_err *err
     return rc;
 }
 
+static hid_t probe_file(const cfs_probe_input *in)
+{
+    cfs_probe_hdf5 *h5 = in->hdf5;
+    if (!h5)
+        return -1;
+    if (!h5->tried) {
+        cfs_err ignore;
+        h5->file = cfs_h5_file_open(in->path, &ignore);
+        h5->tried = true;
+    }
+    return h5->file;
+}
+
 int cfs_h5_probe(const cfs_probe_input *in, int (*bid)(hid_t file, void *ctx), void *ctx)
 {
     if (in->is_dir || in->hdf5_offset < 0)
         return 0;
-    cfs_err ignore;
     cfs_h5_lock();
-    int result = 0;
-    hid_t file = cfs_h5_file_open(in->path, &ignore);
-    if (file >= 0) {
-        result = bid(file, ctx);
-        H5Fclose(file);
-    }
+    hid_t file = probe_file(in);
+    int result = file >= 0 ? bid(file, ctx) : 0;
     cfs_h5_unlock();
     return result;
+}
+
+void cfs_h5_probe_release(cfs_probe_hdf5 *h5)
+{
+    if (h5->file >= 0)
+        cfs_h5_close_file(h5->file);
+    h5->file = -1;
+    h5->tried = false;
 }
 
 void cfs_h5_close_file(hid_t file)

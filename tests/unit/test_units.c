@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../../cache/cache.h"
+#include "../../formats/hdf5_util.h"
 #include "../../formats/names.h"
 #include "../../src/catalog.h"
 #include "../../src/chunking.h"
@@ -276,6 +277,47 @@ static void test_priority(void)
           levels[4] == 100000);
 }
 
+static void fixture_path(char *buf, size_t len, const char *rel)
+{
+    const char *top = getenv("srcdir");
+    snprintf(buf, len, "%s/tests/fixtures/%s", top ? top : ".", rel);
+}
+
+static int note_file(hid_t file, void *ctx)
+{
+    *(hid_t *)ctx = file;
+    return 1;
+}
+
+static ssize_t open_files(void)
+{
+    cfs_h5_lock();
+    ssize_t n = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
+    cfs_h5_unlock();
+    return n;
+}
+
+/* Every bidder of one detection sees the same HDF5 file, opened once; the registry's handle is
+ * gone after the winner's open, which holds the only one left. */
+static void test_probe_shares_file(void)
+{
+    char path[4096];
+    fixture_path(path, sizeof path, "h5ad/csr_f32.h5ad");
+    cfs_probe_hdf5 h5 = CFS_PROBE_HDF5_INIT;
+    cfs_probe_input in = {.path = path, .hdf5_offset = 0, .hdf5 = &h5};
+    hid_t first = -1, second = -2;
+    CHECK(cfs_h5_probe(&in, note_file, &first) == 1 && cfs_h5_probe(&in, note_file, &second) == 1);
+    CHECK(first >= 0 && first == second && open_files() == 1);
+    cfs_h5_probe_release(&h5);
+    CHECK(open_files() == 0 && h5.file < 0);
+    cfs_err err = {{0}};
+    CHECK(cfs_format_detect(path, &err) != NULL && open_files() == 0);
+    cfs_dataset *ds = NULL;
+    CHECK(cfs_format_open(path, &ds, &err) == 0 && ds && open_files() == 1);
+    cfs_dataset_free(ds);
+    CHECK(open_files() == 0);
+}
+
 /* A 4 x 3 csr through the gene-major engine with a tiny budget: csc, rows permuted, sorted. */
 static void test_gene_major_sparse(void)
 {
@@ -451,6 +493,7 @@ int main(void)
     test_cache();
     test_unique_names();
     test_priority();
+    test_probe_shares_file();
     test_gene_major_sparse();
     test_zarray_json();
     test_vlen();
