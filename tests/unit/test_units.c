@@ -250,25 +250,44 @@ static void test_store_chunks(void)
     cfs_elem_free(root);
 }
 
+static int by_key_then_row(const void *pa, const void *pb)
+{
+    const uint64_t *a = pa, *b = pb;
+    if (a[0] != b[0])
+        return a[0] < b[0] ? -1 : 1;
+    return a[1] < b[1] ? -1 : a[1] > b[1];
+}
+
+/* The order against its definition, computed the plain way: (key, row) pairs, qsort. */
+static int order_matches_definition(uint64_t n, uint64_t seed)
+{
+    uint64_t *order = cfs_priority_order(n, seed);
+    uint64_t *pairs = malloc((n ? n : 1) * 2 * sizeof *pairs);
+    int same = order && pairs;
+    uint64_t s = cfs_splitmix64(seed);
+    for (uint64_t i = 0; same && i < n; i++) {
+        pairs[2 * i] = cfs_splitmix64(s ^ i);
+        pairs[2 * i + 1] = i;
+    }
+    if (same)
+        qsort(pairs, n, 2 * sizeof *pairs, by_key_then_row);
+    for (uint64_t j = 0; same && j < n; j++)
+        same = order[j] == pairs[2 * j + 1];
+    free(order);
+    free(pairs);
+    return same;
+}
+
 static void test_priority(void)
 {
     /* splitmix64's published first output for state 0 (x + golden gamma). */
     CHECK(cfs_splitmix64(0) == UINT64_C(0xE220A8397B1DCDAF));
-    uint64_t *order = cfs_priority_order(5000, 7);
-    uint64_t prev_key = 0;
-    int sorted = 1, perm = 1;
-    unsigned char seen[5000] = {0};
-    uint64_t s = cfs_splitmix64(7);
-    for (uint64_t j = 0; j < 5000; j++) {
-        uint64_t key = cfs_splitmix64(s ^ order[j]);
-        if (j && key < prev_key)
-            sorted = 0;
-        prev_key = key;
-        if (order[j] >= 5000 || seen[order[j]]++)
-            perm = 0;
-    }
-    CHECK(sorted && perm);
-    free(order);
+    static const uint64_t sizes[] = {0, 1, 2, 3, 17, 1024, 1025, 5000, 100003};
+    int all = 1;
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (uint64_t seed = 0; seed < 3; seed++)
+            all &= order_matches_definition(sizes[k], seed * 7919);
+    CHECK(all);
     uint64_t levels[32];
     CHECK(cfs_priority_levels(1, levels, 32) == 1 && levels[0] == 1);
     CHECK(cfs_priority_levels(1024, levels, 32) == 1 && levels[0] == 1024);
