@@ -135,9 +135,9 @@ static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_
         block = 4096;
     void *ibuf = malloc(block * isize), *vbuf = malloc(block * rl->vsize);
     int64_t *minor = malloc(block * sizeof *minor);
-    int rc = ibuf && vbuf && minor ? 0 : cfs_err_set(err, "out of memory");
+    const uint64_t *pos = cfs_perm_pos(e->perm);
+    int rc = ibuf && vbuf && minor && pos ? 0 : cfs_err_set(err, "out of memory");
     uint64_t major = 0;
-    const uint64_t *pos = e->perm->pos;
     for (uint64_t k0 = 0; rc == 0 && k0 < e->nnz; k0 += block) {
         uint64_t n = e->nnz - k0 < block ? e->nnz - k0 : block;
         uint64_t s[1] = {k0}, c[1] = {n};
@@ -645,8 +645,9 @@ static int dense_run(cfs_job *job, cfs_err *err)
     if (e->n_obs == 0 || row == 0)
         return 0;
     unsigned char *buf = malloc(block * row), *tmp = malloc(block * row);
+    const uint64_t *pos = cfs_perm_pos(e->perm);
     cfs_spill rows = {.fd = -1};
-    int rc = buf && tmp ? 0 : cfs_err_set(err, "out of memory");
+    int rc = buf && tmp && pos ? 0 : cfs_err_set(err, "out of memory");
     if (rc == 0)
         rc = result_file(e->workdir, &e->fd, err);
     if (rc == 0)
@@ -655,7 +656,7 @@ static int dense_run(cfs_job *job, cfs_err *err)
         uint64_t n = e->n_obs - r0 < block ? e->n_obs - r0 : block;
         rc = read_rows(e, r0, n, buf, err);
         for (uint64_t r = 0; rc == 0 && r < n; r++)
-            rc = cfs_pwrite_full(rows.fd, buf + r * row, row, e->perm->pos[r0 + r] * row, err);
+            rc = cfs_pwrite_full(rows.fd, buf + r * row, row, pos[r0 + r] * row, err);
         if (e->opts.progress)
             e->opts.progress(e->opts.progress_ctx, e->label,
                              0.7 * (double)(r0 + n) / (double)e->n_obs);

@@ -13,17 +13,22 @@ cfs_perm *cfs_perm_new(uint64_t n, uint64_t seed)
         return NULL;
     p->n = n;
     p->refs = 1;
-    p->order = cfs_priority_order(n, seed);
-    p->pos = malloc((n ? n : 1) * sizeof *p->pos);
-    if (!p->order || !p->pos) {
-        free(p->order);
-        free(p->pos);
+    if (!(p->order = cfs_priority_order(n, seed))) {
         free(p);
         return NULL;
     }
-    for (uint64_t j = 0; j < n; j++)
-        p->pos[p->order[j]] = j;
+    pthread_mutex_init(&p->pos_lock, NULL);
     return p;
+}
+
+const uint64_t *cfs_perm_pos(cfs_perm *p)
+{
+    pthread_mutex_lock(&p->pos_lock);
+    if (!p->pos && (p->pos = malloc((p->n ? p->n : 1) * sizeof *p->pos)))
+        for (uint64_t j = 0; j < p->n; j++)
+            p->pos[p->order[j]] = j;
+    pthread_mutex_unlock(&p->pos_lock);
+    return p->pos;
 }
 
 cfs_perm *cfs_perm_ref(cfs_perm *p)
@@ -36,6 +41,7 @@ void cfs_perm_unref(cfs_perm *p)
 {
     if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
+    pthread_mutex_destroy(&p->pos_lock);
     free(p->order);
     free(p->pos);
     free(p);
@@ -271,7 +277,11 @@ static int sparse_run(cfs_job *job, cfs_err *err)
     int rc = -1;
     if (!e)
         goto done;
-    const uint64_t *pos = s->perm->pos;
+    const uint64_t *pos = cfs_perm_pos(s->perm);
+    if (!pos) {
+        cfs_err_set(err, "out of memory");
+        goto done;
+    }
     /* Rows are cells: for csr the major axis, for csc the minor one. */
     bool remap_major = s->csr || s->both_axes, remap_minor = !s->csr || s->both_axes;
     for (uint64_t m = 0; m < s->major_n; m++) {

@@ -16,6 +16,7 @@
 #include "../../src/codec.h"
 #include "../../src/gene_major.h"
 #include "../../src/identity.h"
+#include "../../src/permute.h"
 #include "../../src/priority.h"
 #include "../../src/model.h"
 #include "../../src/store.h"
@@ -316,6 +317,21 @@ static ssize_t open_files(void)
     return n;
 }
 
+/* The inverse order is made once, on demand, and inverts order. */
+static void test_perm_pos(void)
+{
+    cfs_perm *p = cfs_perm_new(1000, 3);
+    CHECK(p && p->pos == NULL);
+    if (!p)
+        return;
+    const uint64_t *pos = cfs_perm_pos(p);
+    int inverse = pos != NULL;
+    for (uint64_t j = 0; inverse && j < p->n; j++)
+        inverse = pos[p->order[j]] == j;
+    CHECK(inverse && cfs_perm_pos(p) == pos);
+    cfs_perm_unref(p);
+}
+
 /* Every bidder of one detection sees the same HDF5 file, opened once; the registry's handle is
  * gone after the winner's open, which holds the only one left. */
 static void test_probe_shares_file(void)
@@ -512,6 +528,7 @@ int main(void)
     test_cache();
     test_unique_names();
     test_priority();
+    test_perm_pos();
     test_probe_shares_file();
     test_gene_major_sparse();
     test_zarray_json();
