@@ -198,22 +198,10 @@ out:
 /* ------------------------------------------------------------------------------------------ */
 /* UTF-8 */
 
-static bool utf8_valid(const unsigned char *s, size_t len)
-{
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        size_t k = cfs_utf8_decode(s + i, len - i, &cp);
-        if (!k)
-            return false;
-        i += k;
-    }
-    return true;
-}
-
 char *cfs_h5_utf8_dup(const char *s, size_t len)
 {
     const unsigned char *u = (const unsigned char *)s;
-    if (utf8_valid(u, len)) {
+    if (cfs_utf8_valid(u, len)) {
         char *out = malloc(len + 1);
         if (out) {
             memcpy(out, s, len);
@@ -282,14 +270,10 @@ static size_t strtype_elem_size(const strtype *st)
     return st->vlen ? sizeof(char *) : st->size;
 }
 
-/* One element as a clean UTF-8 string: fixed-length values are cut at the first NUL (NULLPAD
- * values like "0\0" exist) and right-trimmed for SPACEPAD. */
-static char *string_element(const strtype *st, const char *raw)
+/* A fixed-length element as a clean UTF-8 string: cut at the first NUL (NULLPAD values like
+ * "0\0" exist) and right-trimmed for SPACEPAD. */
+static char *fixed_element(const strtype *st, const char *raw)
 {
-    if (st->vlen) {
-        const char *s = *(char *const *)raw;
-        return cfs_h5_utf8_dup(s ? s : "", s ? strlen(s) : 0);
-    }
     const char *nul = memchr(raw, '\0', st->size);
     size_t len = nul ? (size_t)(nul - raw) : st->size;
     if (st->pad == H5T_STR_SPACEPAD)
@@ -298,33 +282,74 @@ static char *string_element(const strtype *st, const char *raw)
     return cfs_h5_utf8_dup(raw, len);
 }
 
-/* Libhdf5 allocated the vlen strings; it must free them (its allocator need not be malloc). */
-static void vlen_strings_free(const strtype *st, void *raw, size_t n)
+/* Who allocated the variable-length strings of a read: libhdf5 (attributes: its allocator need
+ * not be malloc, so it must free them) or our malloc (dataset reads, see vlen_xfer). */
+typedef enum vlen_owner { VLEN_LIBHDF5, VLEN_MALLOC } vlen_owner;
+
+static void vlen_release(char *s, vlen_owner owner)
 {
-    if (!st->vlen)
-        return;
-    char **p = raw;
-    for (size_t i = 0; i < n; i++)
-        if (p[i])
-            H5free_memory(p[i]);
+    if (s && owner == VLEN_MALLOC)
+        free(s);
+    else if (s)
+        H5free_memory(s);
 }
 
-/* Converts n raw elements into malloc'd strings in out and frees the vlen buffers. */
-static int strings_from_raw(const strtype *st, void *raw, size_t n, char **out, cfs_err *err)
+/* A vlen element as a clean UTF-8 string, consuming it: a malloc'd valid string (nearly every
+ * one) is handed on as it is; others are copied, Latin-1 transcoded to UTF-8. */
+static char *vlen_element(char *s, vlen_owner owner)
+{
+    size_t len = s ? strlen(s) : 0;
+    if (s && owner == VLEN_MALLOC && cfs_utf8_valid((const unsigned char *)s, len))
+        return s;
+    char *out = cfs_h5_utf8_dup(s ? s : "", len);
+    vlen_release(s, owner);
+    return out;
+}
+
+static char *string_element(const strtype *st, char *raw, vlen_owner owner)
+{
+    return st->vlen ? vlen_element(*(char **)raw, owner) : fixed_element(st, raw);
+}
+
+/* Converts n raw elements into malloc'd strings in out, consuming the vlen buffers. */
+static int strings_from_raw(const strtype *st, void *raw, size_t n, vlen_owner owner, char **out,
+                            cfs_err *err)
 {
     size_t esize = strtype_elem_size(st);
-    int rc = 0;
     size_t done = 0;
-    for (; done < n; done++) {
-        if (!(out[done] = string_element(st, (const char *)raw + done * esize))) {
-            rc = cfs_err_set(err, "out of memory");
-            break;
-        }
+    while (done < n && (out[done] = string_element(st, (char *)raw + done * esize, owner)))
+        done++;
+    if (done == n)
+        return 0;
+    cfs_strings_free(out, done);
+    for (size_t i = done + 1; st->vlen && i < n; i++)
+        vlen_release(((char **)raw)[i], owner);
+    return cfs_err_set(err, "out of memory");
+}
+
+static void *vlen_alloc(size_t size, void *info)
+{
+    (void)info;
+    return malloc(size);
+}
+
+static void vlen_free(void *p, void *info)
+{
+    (void)info;
+    free(p);
+}
+
+/* The transfer property list of dataset string reads: libhdf5 allocates each vlen string with
+ * malloc, so strings_from_raw hands a valid one on instead of copying it (a column of 200,000
+ * cell names is read whole at its first chunk). */
+static hid_t vlen_xfer(void)
+{
+    hid_t x = H5Pcreate(H5P_DATASET_XFER);
+    if (x >= 0 && H5Pset_vlen_mem_manager(x, vlen_alloc, NULL, vlen_free, NULL) < 0) {
+        H5Pclose(x);
+        return -1;
     }
-    if (rc < 0)
-        cfs_strings_free(out, done);
-    vlen_strings_free(st, raw, n);
-    return rc;
+    return x;
 }
 
 static void *alloc_elems(uint64_t n, size_t esize, cfs_err *err)
@@ -403,7 +428,7 @@ static int attr_read_strings(const attr_val *a, const char *name, char **out, cf
         cfs_h5_error_detail(detail, sizeof detail);
         rc = cfs_err_set(err, "its attribute '%s' cannot be read: %s", name, detail);
     } else {
-        rc = strings_from_raw(&st, raw, (size_t)a->npoints, out, err);
+        rc = strings_from_raw(&st, raw, (size_t)a->npoints, VLEN_LIBHDF5, out, err);
     }
     if (mt >= 0)
         H5Tclose(mt);
@@ -918,14 +943,17 @@ static int read_strings_ds(const h5_array *a, hid_t ms, hid_t fs, uint64_t n, ch
     void *raw = alloc_elems(n, strtype_elem_size(&a->plan.st), err);
     if (!raw)
         return -1;
+    hid_t xfer = vlen_xfer();
     int rc;
-    if (H5Dread(a->dset, a->plan.mem, ms, fs, H5P_DEFAULT, raw) < 0) {
+    if (xfer < 0 || H5Dread(a->dset, a->plan.mem, ms, fs, xfer, raw) < 0) {
         char detail[256];
         cfs_h5_error_detail(detail, sizeof detail);
         rc = cfs_err_set(err, "reading %s failed: %s", a->name, detail);
     } else {
-        rc = strings_from_raw(&a->plan.st, raw, (size_t)n, out, err);
+        rc = strings_from_raw(&a->plan.st, raw, (size_t)n, VLEN_MALLOC, out, err);
     }
+    if (xfer >= 0)
+        H5Pclose(xfer);
     free(raw);
     return rc;
 }
@@ -989,7 +1017,7 @@ static int h5_array_read(const cfs_array *arr, const uint64_t *start, const uint
     return rc;
 }
 
-static const cfs_array_ops h5_array_ops = {h5_array_read, h5_array_free};
+static const cfs_array_ops h5_array_ops = {h5_array_read, h5_array_free, NULL};
 
 /* The dataset's shape, checked against the ceilings before anyone allocates from it. */
 static int dataset_shape(hid_t dset, const char *name, int *ndim, uint64_t *shape, cfs_err *err)
@@ -1152,15 +1180,16 @@ static int rec_strings(rec_plan *p, char *tmp, cfs_err *err)
         /* Every vlen string is handed back to libhdf5, also after a failure. */
         for (uint64_t r = 0; f->is_str && r < p->n; r++) {
             char *raw = tmp + r * p->tmp_size + f->tmp_off;
-            char *s = rc == 0 ? string_element(&f->st, raw) : NULL;
-            if (rc == 0 && !s)
+            char *s = NULL;
+            if (rc == 0 && !(s = string_element(&f->st, raw, VLEN_LIBHDF5)))
                 rc = cfs_err_set(err, "out of memory");
+            else if (rc < 0 && f->st.vlen) /* not consumed by string_element */
+                vlen_release(*(char **)raw, VLEN_LIBHDF5);
             if (s) {
                 p->strs[r * p->nf + i] = s;
                 if (strlen(s) > f->out_size)
                     f->out_size = strlen(s);
             }
-            vlen_strings_free(&f->st, raw, 1);
         }
     }
     return rc;

@@ -55,19 +55,49 @@ size_t cfs_array_elem_size(const cfs_array *arr)
     return arr->dtype == CFS_COMPOUND ? arr->record_size : cfs_dtype_size(arr->dtype);
 }
 
-int cfs_array_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count, void *out,
-                   cfs_err *err)
+static int check_slab(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                      cfs_err *err)
 {
     for (int d = 0; d < arr->ndim; d++)
         if (start[d] > arr->shape[d] || count[d] > arr->shape[d] - start[d])
             return cfs_err_set(err, "read outside the array (dimension %d)", d);
+    return 0;
+}
+
+int cfs_array_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count, void *out,
+                   cfs_err *err)
+{
+    if (check_slab(arr, start, count, err) < 0)
+        return -1;
     return arr->ops->read(arr, start, count, out, err);
+}
+
+int cfs_array_read_strings(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                           const char **out, bool *owned, cfs_err *err)
+{
+    *owned = arr->ops->lend == NULL;
+    if (check_slab(arr, start, count, err) < 0)
+        return -1;
+    if (arr->ops->lend)
+        return arr->ops->lend(arr, start, count, out, err);
+    return arr->ops->read(arr, start, count, (void *)out, err);
 }
 
 void cfs_strings_free(char **strings, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         free(strings[i]);
+}
+
+int cfs_strings_own(char **strings, size_t n, cfs_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!(strings[i] = strdup(strings[i] ? strings[i] : ""))) {
+            cfs_strings_free(strings, i);
+            return cfs_err_set(err, "out of memory");
+        }
+    }
+    return 0;
 }
 
 /* In-memory arrays: used for values a reader computes (e.g. a derived column) and by tests. */
@@ -77,50 +107,29 @@ typedef struct memory_array {
     cfs_dtype dtype;
 } memory_array;
 
-static int memory_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
-                       void *out, cfs_err *err)
+/* Copies the hyperslab's elements (for strings: the pointers) in C order, row by row over the
+ * last dimension. */
+static void memory_copy(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                        void *out)
 {
-    (void)err;
     const memory_array *m = arr->ctx;
     size_t esize = cfs_array_elem_size(arr);
-    /* Walk the hyperslab row by row over the last dimension. */
     int nd = arr->ndim;
     if (nd == 0) {
-        if (arr->dtype == CFS_STRING) {
-            char *s = strdup(((char **)m->data)[0]);
-            if (!s)
-                return cfs_err_set(err, "out of memory");
-            ((char **)out)[0] = s;
-        } else {
-            memcpy(out, m->data, esize);
-        }
-        return 0;
+        memcpy(out, m->data, esize);
+        return;
     }
     uint64_t idx[CFS_MAX_DIMS] = {0};
     uint64_t run = count[nd - 1];
     uint64_t total = 1;
     for (int d = 0; d < nd; d++)
         total *= count[d];
-    if (total == 0)
-        return 0;
     char *dst = out;
     for (uint64_t done = 0; done < total; done += run) {
         uint64_t off = 0;
         for (int d = 0; d < nd; d++)
             off = off * arr->shape[d] + start[d] + idx[d];
-        if (arr->dtype == CFS_STRING) {
-            char **src = (char **)m->data + off;
-            for (uint64_t k = 0; k < run; k++) {
-                char *s = strdup(src[k]);
-                if (!s) {
-                    cfs_strings_free((char **)out, (size_t)(done + k));
-                    return cfs_err_set(err, "out of memory");
-                }
-                ((char **)dst)[k] = s;
-            }
-        } else {
-            memcpy(dst, (char *)m->data + off * esize, run * esize);
-        }
+        memcpy(dst, (char *)m->data + off * esize, run * esize);
         dst += run * esize;
         for (int d = nd - 2; d >= 0; d--) {
             if (++idx[d] < count[d])
@@ -128,7 +137,33 @@ static int memory_read(const cfs_array *arr, const uint64_t *start, const uint64
             idx[d] = 0;
         }
     }
+}
+
+static uint64_t slab_elems(const cfs_array *arr, const uint64_t *count)
+{
+    uint64_t n = 1;
+    for (int d = 0; d < arr->ndim; d++)
+        n *= count[d];
+    return n;
+}
+
+static int memory_lend(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                       const char **out, cfs_err *err)
+{
+    (void)err;
+    if (slab_elems(arr, count))
+        memory_copy(arr, start, count, out);
     return 0;
+}
+
+static int memory_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                       void *out, cfs_err *err)
+{
+    uint64_t n = slab_elems(arr, count);
+    if (n == 0)
+        return 0;
+    memory_copy(arr, start, count, out);
+    return arr->dtype == CFS_STRING ? cfs_strings_own(out, (size_t)n, err) : 0;
 }
 
 static void memory_free(void *ctx)
@@ -142,7 +177,7 @@ static void memory_free(void *ctx)
     free(m);
 }
 
-static const cfs_array_ops memory_ops = {memory_read, memory_free};
+static const cfs_array_ops memory_ops = {memory_read, memory_free, memory_lend};
 
 cfs_array *cfs_array_from_memory(cfs_dtype dtype, int ndim, const uint64_t *shape, void *data)
 {

@@ -35,6 +35,11 @@ typedef struct cfs_array_ops {
     int (*read)(const cfs_array *arr, const uint64_t *start, const uint64_t *count, void *out,
                 cfs_err *err);
     void (*free_ctx)(void *ctx);
+    /* Optional, for CFS_STRING arrays that keep their strings anyway (in memory, or a permuted
+     * view's copy of its source): like read, but out receives the array's own strings, valid
+     * while the array lives, so a consumer that only looks at them copies and frees nothing. */
+    int (*lend)(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                const char **out, cfs_err *err);
 } cfs_array_ops;
 
 struct cfs_array {
@@ -130,8 +135,15 @@ uint64_t cfs_array_nelems(const cfs_array *arr);
 size_t cfs_array_elem_size(const cfs_array *arr);
 int cfs_array_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count, void *out,
                    cfs_err *err);
+/* Reads CFS_STRING values for a consumer that only looks at them: the array's own strings if it
+ * lends them (*owned = false), else a read's copies, which the caller frees (*owned = true). */
+int cfs_array_read_strings(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                           const char **out, bool *owned, cfs_err *err);
 /* Frees the strings of a CFS_STRING read buffer of n elements (not the buffer itself). */
 void cfs_strings_free(char **strings, size_t n);
+/* Replaces n lent strings by malloc'd copies (NULL by ""), for a read built on a lend. On
+ * failure frees the copies made so far and returns -1 with err set. */
+int cfs_strings_own(char **strings, size_t n, cfs_err *err);
 
 /* An in-memory array: takes ownership of data (numeric packed, or char** for strings). */
 cfs_array *cfs_array_from_memory(cfs_dtype dtype, int ndim, const uint64_t *shape, void *data);

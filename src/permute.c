@@ -148,8 +148,10 @@ static size_t copy_row_slab(const cfs_array *a, const unsigned char *row, const 
     return (size_t)(dst - out);
 }
 
-static int rows_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
-                     void *out, cfs_err *err)
+/* Copies the stored rows start[0].. of the slab out of the cached source: for strings, the
+ * cache's own pointers. */
+static int rows_gather(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                       void *out, cfs_err *err)
 {
     rows_view *v = arr->ctx;
     if (cfs_job_ensure(&v->job, err) < 0)
@@ -162,24 +164,35 @@ static int rows_read(const cfs_array *arr, const uint64_t *start, const uint64_t
     const unsigned char *whole = v->whole;
     for (uint64_t j = start[0]; j < start[0] + count[0]; j++) {
         const unsigned char *row = whole + v->perm->order[j] * row_elems * esize;
-        size_t n;
         if (v->cols_too) {
             for (uint64_t c = 0; c < count[1]; c++)
                 memcpy(dst + c * esize, row + v->perm->order[start[1] + c] * esize, esize);
-            n = count[1] * esize;
+            dst += count[1] * esize;
         } else {
-            n = copy_row_slab(arr, row, start, count, dst);
+            dst += copy_row_slab(arr, row, start, count, dst);
         }
-        if (arr->dtype == CFS_STRING) {
-            /* The cache keeps its strings; the caller gets copies it frees. */
-            char **s = (char **)dst;
-            for (size_t k = 0; k < n / sizeof(char *); k++)
-                if (!(s[k] = strdup(s[k] ? s[k] : "")))
-                    return cfs_err_set(err, "out of memory");
-        }
-        dst += n;
     }
     return 0;
+}
+
+static int rows_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                     void *out, cfs_err *err)
+{
+    if (rows_gather(arr, start, count, out, err) < 0)
+        return -1;
+    if (arr->dtype != CFS_STRING)
+        return 0;
+    /* The cache keeps its strings; a reader gets copies it frees. */
+    uint64_t n = 1;
+    for (int d = 0; d < arr->ndim; d++)
+        n *= count[d];
+    return cfs_strings_own(out, (size_t)n, err);
+}
+
+static int rows_lend(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                     const char **out, cfs_err *err)
+{
+    return rows_gather(arr, start, count, out, err);
 }
 
 static void rows_free_ctx(void *ctx)
@@ -187,7 +200,7 @@ static void rows_free_ctx(void *ctx)
     cfs_job_unref(&((rows_view *)ctx)->job);
 }
 
-static const cfs_array_ops rows_ops = {rows_read, rows_free_ctx};
+static const cfs_array_ops rows_ops = {rows_read, rows_free_ctx, rows_lend};
 
 cfs_array *cfs_perm_rows(cfs_array *src, cfs_perm *perm)
 {
@@ -365,7 +378,7 @@ static void part_free(void *ctx)
     free(p);
 }
 
-static const cfs_array_ops part_ops = {part_read, part_free};
+static const cfs_array_ops part_ops = {part_read, part_free, NULL};
 
 static cfs_array *part_array(sparse_job *job, int which, const cfs_array *like)
 {

@@ -20,6 +20,7 @@
 #include "../../src/priority.h"
 #include "../../src/model.h"
 #include "../../src/store.h"
+#include "../../src/utf8.h"
 #include "../../src/vlen.h"
 #include "../../src/zmeta.h"
 #include "unit.h"
@@ -317,6 +318,48 @@ static ssize_t open_files(void)
     return n;
 }
 
+static void test_utf8_valid(void)
+{
+    const unsigned char *u = (const unsigned char *)"cell_000123-AACGT";
+    CHECK(cfs_utf8_valid(u, 17) && cfs_utf8_valid(u, 0));
+    CHECK(cfs_utf8_valid((const unsigned char *)"barcode_\xe7\xbb\x86\xe8\x83\x9e!", 15));
+    CHECK(!cfs_utf8_valid((const unsigned char *)"barcode_\xc0\xaf", 10));     /* overlong */
+    CHECK(!cfs_utf8_valid((const unsigned char *)"\xed\xa0\x80", 3));           /* surrogate */
+    CHECK(!cfs_utf8_valid((const unsigned char *)"abcdefghi\xe7\xbb", 11));     /* truncated */
+    CHECK(!cfs_utf8_valid((const unsigned char *)"abcdefgh\xff" "abcdefgh", 17));  /* Latin-1 */
+}
+
+/* Arrays that keep their strings lend them to a consumer that only looks; a read still gets
+ * copies of its own. */
+static void test_strings_lent(void)
+{
+    char **data = malloc(3 * sizeof *data);
+    data[0] = strdup("x");
+    data[1] = strdup("yy");
+    data[2] = strdup("zzz");
+    uint64_t n = 3, start = 0;
+    cfs_array *mem = cfs_array_from_memory(CFS_STRING, 1, &n, data);
+    const char *lent[3];
+    bool owned = true;
+    cfs_err err = {{0}};
+    CHECK(cfs_array_read_strings(mem, &start, &n, lent, &owned, &err) == 0 && !owned);
+    CHECK(lent[0] == data[0] && lent[2] == data[2]);
+    char *copies[3];
+    CHECK(cfs_array_read(mem, &start, &n, copies, &err) == 0 && copies[1] != data[1] &&
+          strcmp(copies[1], "yy") == 0);
+    cfs_strings_free(copies, 3);
+    cfs_perm *perm = cfs_perm_new(3, 0);
+    cfs_array *view = perm ? cfs_perm_rows(mem, perm) : NULL;
+    CHECK(view && cfs_array_read_strings(view, &start, &n, lent, &owned, &err) == 0 && !owned);
+    int permuted = view != NULL;
+    for (uint64_t j = 0; permuted && j < 3; j++)
+        permuted = strcmp(lent[j], data[perm->order[j]]) == 0;
+    CHECK(permuted);
+    cfs_array_unref(view);
+    cfs_perm_unref(perm);
+    cfs_array_unref(mem);
+}
+
 /* The inverse order is made once, on demand, and inverts order. */
 static void test_perm_pos(void)
 {
@@ -529,6 +572,8 @@ int main(void)
     test_unique_names();
     test_priority();
     test_perm_pos();
+    test_utf8_valid();
+    test_strings_lent();
     test_probe_shares_file();
     test_gene_major_sparse();
     test_zarray_json();
