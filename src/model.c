@@ -72,15 +72,97 @@ int cfs_array_read(const cfs_array *arr, const uint64_t *start, const uint64_t *
     return arr->ops->read(arr, start, count, out, err);
 }
 
-int cfs_array_read_strings(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
-                           const char **out, bool *owned, cfs_err *err)
+/* Where a read without read_strings leaves its copies: moved into the pool. */
+static int pool_copies(char **s, size_t n, cfs_strpool *pool, cfs_err *err)
 {
-    *owned = arr->ops->lend == NULL;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *t = s[i] ? s[i] : "";
+        char *in_pool = rc == 0 ? cfs_strpool_dup(pool, t, strlen(t)) : NULL;
+        if (rc == 0 && !in_pool)
+            rc = cfs_err_set(err, "out of memory");
+        free(s[i]);
+        s[i] = in_pool;
+    }
+    return rc;
+}
+
+int cfs_array_read_strings(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                           const char **out, cfs_strpool *pool, cfs_err *err)
+{
     if (check_slab(arr, start, count, err) < 0)
         return -1;
-    if (arr->ops->lend)
-        return arr->ops->lend(arr, start, count, out, err);
-    return arr->ops->read(arr, start, count, (void *)out, err);
+    if (arr->ops->read_strings)
+        return arr->ops->read_strings(arr, start, count, out, pool, err);
+    if (arr->ops->read(arr, start, count, (void *)out, err) < 0)
+        return -1;
+    uint64_t n = 1;
+    for (int d = 0; d < arr->ndim; d++)
+        n *= count[d];
+    return pool_copies((char **)out, (size_t)n, pool, err);
+}
+
+/* Blocks double from 4 KiB to 1 MiB: a few strings cost a page, a column a few blocks. */
+#define POOL_FIRST_BLOCK 4096
+#define POOL_MAX_BLOCK ((size_t)1 << 20)
+
+typedef struct pool_block {
+    struct pool_block *next;
+    size_t used, cap;
+    char data[];
+} pool_block;
+
+struct cfs_strpool {
+    pool_block *head;
+    size_t next_cap;
+};
+
+cfs_strpool *cfs_strpool_new(void)
+{
+    cfs_strpool *pool = calloc(1, sizeof *pool);
+    if (pool)
+        pool->next_cap = POOL_FIRST_BLOCK;
+    return pool;
+}
+
+void cfs_strpool_free(cfs_strpool *pool)
+{
+    if (!pool)
+        return;
+    for (pool_block *b = pool->head, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    free(pool);
+}
+
+void *cfs_strpool_alloc(cfs_strpool *pool, size_t len)
+{
+    pool_block *b = pool->head;
+    if (!b || b->cap - b->used < len) {
+        size_t cap = pool->next_cap > len ? pool->next_cap : len;
+        if (cap > SIZE_MAX - sizeof *b || !(b = malloc(sizeof *b + cap)))
+            return NULL;
+        b->next = pool->head;
+        b->used = 0;
+        b->cap = cap;
+        pool->head = b;
+        if (pool->next_cap < POOL_MAX_BLOCK)
+            pool->next_cap *= 2;
+    }
+    void *p = b->data + b->used;
+    b->used += len;
+    return p;
+}
+
+char *cfs_strpool_dup(cfs_strpool *pool, const char *s, size_t len)
+{
+    char *p = len < SIZE_MAX ? cfs_strpool_alloc(pool, len + 1) : NULL;
+    if (p) {
+        memcpy(p, s, len);
+        p[len] = '\0';
+    }
+    return p;
 }
 
 void cfs_strings_free(char **strings, size_t n)
@@ -147,9 +229,11 @@ static uint64_t slab_elems(const cfs_array *arr, const uint64_t *count)
     return n;
 }
 
-static int memory_lend(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
-                       const char **out, cfs_err *err)
+static int memory_read_strings(const cfs_array *arr, const uint64_t *start,
+                               const uint64_t *count, const char **out, cfs_strpool *pool,
+                               cfs_err *err)
 {
+    (void)pool;
     (void)err;
     if (slab_elems(arr, count))
         memory_copy(arr, start, count, out);
@@ -177,7 +261,7 @@ static void memory_free(void *ctx)
     free(m);
 }
 
-static const cfs_array_ops memory_ops = {memory_read, memory_free, memory_lend};
+static const cfs_array_ops memory_ops = {memory_read, memory_free, memory_read_strings};
 
 cfs_array *cfs_array_from_memory(cfs_dtype dtype, int ndim, const uint64_t *shape, void *data)
 {

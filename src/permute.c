@@ -82,6 +82,7 @@ typedef struct rows_view {
     cfs_array *src;
     cfs_perm *perm;
     void *whole;            /* the source in original order, C order */
+    cfs_strpool *strings;   /* CFS_STRING: where whole's strings live (or the source's own) */
     uint64_t nelems;
     bool cols_too;          /* a cells x cells matrix: columns are permuted as well */
 } rows_view;
@@ -98,19 +99,26 @@ static int rows_load(cfs_job *job, cfs_err *err)
     if (!v->whole)
         return cfs_err_set(err, "out of memory reading a per-cell array whole");
     uint64_t start[CFS_MAX_DIMS] = {0};
-    if (cfs_array_read(src, start, src->shape, v->whole, err) < 0) {
+    int rc;
+    if (src->dtype != CFS_STRING)
+        rc = cfs_array_read(src, start, src->shape, v->whole, err);
+    else if (!(v->strings = cfs_strpool_new()))
+        rc = cfs_err_set(err, "out of memory reading a per-cell array whole");
+    else
+        rc = cfs_array_read_strings(src, start, src->shape, v->whole, v->strings, err);
+    if (rc < 0) {
         free(v->whole);
         v->whole = NULL;
-        return -1;
+        cfs_strpool_free(v->strings);
+        v->strings = NULL;
     }
-    return 0;
+    return rc;
 }
 
 static void rows_destroy(cfs_job *job)
 {
     rows_view *v = (rows_view *)job;
-    if (v->whole && v->src->dtype == CFS_STRING)
-        cfs_strings_free(v->whole, (size_t)v->nelems);
+    cfs_strpool_free(v->strings);
     free(v->whole);
     cfs_array_unref(v->src);
     cfs_perm_unref(v->perm);
@@ -189,9 +197,10 @@ static int rows_read(const cfs_array *arr, const uint64_t *start, const uint64_t
     return cfs_strings_own(out, (size_t)n, err);
 }
 
-static int rows_lend(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
-                     const char **out, cfs_err *err)
+static int rows_read_strings(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                             const char **out, cfs_strpool *pool, cfs_err *err)
 {
+    (void)pool; /* the view keeps its strings */
     return rows_gather(arr, start, count, out, err);
 }
 
@@ -200,7 +209,7 @@ static void rows_free_ctx(void *ctx)
     cfs_job_unref(&((rows_view *)ctx)->job);
 }
 
-static const cfs_array_ops rows_ops = {rows_read, rows_free_ctx, rows_lend};
+static const cfs_array_ops rows_ops = {rows_read, rows_free_ctx, rows_read_strings};
 
 cfs_array *cfs_perm_rows(cfs_array *src, cfs_perm *perm)
 {

@@ -329,9 +329,31 @@ static void test_utf8_valid(void)
     CHECK(!cfs_utf8_valid((const unsigned char *)"abcdefgh\xff" "abcdefgh", 17));  /* Latin-1 */
 }
 
-/* Arrays that keep their strings lend them to a consumer that only looks; a read still gets
- * copies of its own. */
-static void test_strings_lent(void)
+static void fixture_path(char *buf, size_t len, const char *rel);
+
+/* Many strings, some bigger than a block: every one intact, freed as one. */
+static void test_strpool(void)
+{
+    cfs_strpool *pool = cfs_strpool_new();
+    char *first = pool ? cfs_strpool_dup(pool, "cell_0", 6) : NULL;
+    int intact = first != NULL;
+    char big[5000];
+    memset(big, 'g', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    char *large = pool ? cfs_strpool_dup(pool, big, strlen(big)) : NULL;
+    for (int i = 0; intact && i < 100000; i++) {
+        char name[32];
+        int len = snprintf(name, sizeof name, "cell_%d", i);
+        char *s = cfs_strpool_dup(pool, name, (size_t)len);
+        intact = s && strcmp(s, name) == 0;
+    }
+    CHECK(intact && strcmp(first, "cell_0") == 0 && large && strcmp(large, big) == 0);
+    cfs_strpool_free(pool);
+}
+
+/* A consumer that only looks at strings gets the array's own where it keeps them, else strings
+ * in its pool; a read still gets copies of its own. */
+static void test_read_strings(void)
 {
     char **data = malloc(3 * sizeof *data);
     data[0] = strdup("x");
@@ -339,25 +361,59 @@ static void test_strings_lent(void)
     data[2] = strdup("zzz");
     uint64_t n = 3, start = 0;
     cfs_array *mem = cfs_array_from_memory(CFS_STRING, 1, &n, data);
-    const char *lent[3];
-    bool owned = true;
+    cfs_strpool *pool = cfs_strpool_new();
+    const char *got[3];
     cfs_err err = {{0}};
-    CHECK(cfs_array_read_strings(mem, &start, &n, lent, &owned, &err) == 0 && !owned);
-    CHECK(lent[0] == data[0] && lent[2] == data[2]);
+    CHECK(cfs_array_read_strings(mem, &start, &n, got, pool, &err) == 0);
+    CHECK(got[0] == data[0] && got[2] == data[2]);
     char *copies[3];
     CHECK(cfs_array_read(mem, &start, &n, copies, &err) == 0 && copies[1] != data[1] &&
           strcmp(copies[1], "yy") == 0);
     cfs_strings_free(copies, 3);
     cfs_perm *perm = cfs_perm_new(3, 0);
     cfs_array *view = perm ? cfs_perm_rows(mem, perm) : NULL;
-    CHECK(view && cfs_array_read_strings(view, &start, &n, lent, &owned, &err) == 0 && !owned);
+    CHECK(view && cfs_array_read_strings(view, &start, &n, got, pool, &err) == 0);
     int permuted = view != NULL;
     for (uint64_t j = 0; permuted && j < 3; j++)
-        permuted = strcmp(lent[j], data[perm->order[j]]) == 0;
+        permuted = got[j] == data[perm->order[j]];
     CHECK(permuted);
     cfs_array_unref(view);
     cfs_perm_unref(perm);
     cfs_array_unref(mem);
+    cfs_strpool_free(pool);
+}
+
+/* An HDF5 string column read into a pool holds what a plain read copies out. */
+static void test_h5_read_strings(void)
+{
+    char path[4096];
+    fixture_path(path, sizeof path, "h5ad/nonascii.h5ad");
+    cfs_dataset *ds = NULL;
+    cfs_err err = {{0}};
+    CHECK(cfs_format_open(path, &ds, &err) == 0);
+    const cfs_elem *obs = ds ? cfs_elem_child(ds->root, "obs") : NULL;
+    const cfs_array *index = obs && obs->index ? obs->index->values : NULL;
+    CHECK(index && index->dtype == CFS_STRING && index->ndim == 1);
+    if (!index) {
+        cfs_dataset_free(ds);
+        return;
+    }
+    uint64_t start = 0, n = index->shape[0];
+    char **copies = calloc(n, sizeof *copies);
+    const char **pooled = calloc(n, sizeof *pooled);
+    cfs_strpool *pool = cfs_strpool_new();
+    CHECK(cfs_array_read(index, &start, &n, copies, &err) == 0 &&
+          cfs_array_read_strings(index, &start, &n, pooled, pool, &err) == 0);
+    int same = 1;
+    for (uint64_t i = 0; same && i < n; i++)
+        same = copies[i] && pooled[i] && strcmp(copies[i], pooled[i]) == 0 &&
+               cfs_utf8_valid((const unsigned char *)pooled[i], strlen(pooled[i]));
+    CHECK(same);
+    cfs_strings_free(copies, n);
+    free(copies);
+    free(pooled);
+    cfs_strpool_free(pool);
+    cfs_dataset_free(ds);
 }
 
 /* The inverse order is made once, on demand, and inverts order. */
@@ -573,7 +629,9 @@ int main(void)
     test_priority();
     test_perm_pos();
     test_utf8_valid();
-    test_strings_lent();
+    test_strpool();
+    test_read_strings();
+    test_h5_read_strings();
     test_probe_shares_file();
     test_gene_major_sparse();
     test_zarray_json();
