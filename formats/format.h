@@ -17,6 +17,9 @@ typedef struct cfs_probe_input {
     const unsigned char *head;     /* first bytes of a regular file */
     size_t head_len;
     long long hdf5_offset;         /* offset of the HDF5 superblock, or -1 */
+    /* The HDF5 file, opened by the first bidder that asks and shared by the rest (see
+     * cfs_h5_probe in hdf5_util.h); the registry closes it after the winner's open. */
+    struct cfs_probe_hdf5 *hdf5;
 } cfs_probe_input;
 
 typedef struct cfs_format {

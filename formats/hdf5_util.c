@@ -198,22 +198,10 @@ out:
 /* ------------------------------------------------------------------------------------------ */
 /* UTF-8 */
 
-static bool utf8_valid(const unsigned char *s, size_t len)
-{
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        size_t k = cfs_utf8_decode(s + i, len - i, &cp);
-        if (!k)
-            return false;
-        i += k;
-    }
-    return true;
-}
-
 char *cfs_h5_utf8_dup(const char *s, size_t len)
 {
     const unsigned char *u = (const unsigned char *)s;
-    if (utf8_valid(u, len)) {
+    if (cfs_utf8_valid(u, len)) {
         char *out = malloc(len + 1);
         if (out) {
             memcpy(out, s, len);
@@ -282,49 +270,105 @@ static size_t strtype_elem_size(const strtype *st)
     return st->vlen ? sizeof(char *) : st->size;
 }
 
-/* One element as a clean UTF-8 string: fixed-length values are cut at the first NUL (NULLPAD
- * values like "0\0" exist) and right-trimmed for SPACEPAD. */
-static char *string_element(const strtype *st, const char *raw)
+/* Where a read's strings go, and who allocated its vlen buffers: libhdf5 for attributes (its
+ * allocator need not be malloc, so it must free them), ours for dataset reads (vlen_xfer),
+ * which allocates in the pool when there is one, else with malloc. */
+typedef struct str_dest {
+    bool ours;
+    cfs_strpool *pool;      /* NULL: every string malloc'd on its own */
+} str_dest;
+
+static const str_dest FROM_LIBHDF5 = {false, NULL};
+
+static void vlen_release(char *s, const str_dest *d)
 {
-    if (st->vlen) {
-        const char *s = *(char *const *)raw;
-        return cfs_h5_utf8_dup(s ? s : "", s ? strlen(s) : 0);
-    }
+    if (!s || (d->ours && d->pool))
+        return; /* pool memory goes with the pool */
+    if (d->ours)
+        free(s);
+    else
+        H5free_memory(s);
+}
+
+/* A malloc'd clean string moved where the read wants it. */
+static char *settle(char *s, const str_dest *d)
+{
+    if (!s || !d->pool)
+        return s;
+    char *in_pool = cfs_strpool_dup(d->pool, s, strlen(s));
+    free(s);
+    return in_pool;
+}
+
+/* A fixed-length element as a clean UTF-8 string: cut at the first NUL (NULLPAD values like
+ * "0\0" exist) and right-trimmed for SPACEPAD. */
+static char *fixed_element(const strtype *st, const char *raw, const str_dest *d)
+{
     const char *nul = memchr(raw, '\0', st->size);
     size_t len = nul ? (size_t)(nul - raw) : st->size;
     if (st->pad == H5T_STR_SPACEPAD)
         while (len > 0 && raw[len - 1] == ' ')
             len--;
-    return cfs_h5_utf8_dup(raw, len);
+    return settle(cfs_h5_utf8_dup(raw, len), d);
 }
 
-/* Libhdf5 allocated the vlen strings; it must free them (its allocator need not be malloc). */
-static void vlen_strings_free(const strtype *st, void *raw, size_t n)
+/* A vlen element as a clean UTF-8 string, consuming it: one we allocated that is valid (nearly
+ * every one) is handed on where it is; others are copied, Latin-1 transcoded to UTF-8. */
+static char *vlen_element(char *s, const str_dest *d)
 {
-    if (!st->vlen)
-        return;
-    char **p = raw;
-    for (size_t i = 0; i < n; i++)
-        if (p[i])
-            H5free_memory(p[i]);
+    size_t len = s ? strlen(s) : 0;
+    if (s && d->ours && cfs_utf8_valid((const unsigned char *)s, len))
+        return s;
+    char *out = settle(cfs_h5_utf8_dup(s ? s : "", len), d);
+    vlen_release(s, d);
+    return out;
 }
 
-/* Converts n raw elements into malloc'd strings in out and frees the vlen buffers. */
-static int strings_from_raw(const strtype *st, void *raw, size_t n, char **out, cfs_err *err)
+static char *string_element(const strtype *st, char *raw, const str_dest *d)
+{
+    return st->vlen ? vlen_element(*(char **)raw, d) : fixed_element(st, raw, d);
+}
+
+/* Converts n raw elements into clean strings in out, consuming the vlen buffers. */
+static int strings_from_raw(const strtype *st, void *raw, size_t n, const str_dest *d,
+                            char **out, cfs_err *err)
 {
     size_t esize = strtype_elem_size(st);
-    int rc = 0;
     size_t done = 0;
-    for (; done < n; done++) {
-        if (!(out[done] = string_element(st, (const char *)raw + done * esize))) {
-            rc = cfs_err_set(err, "out of memory");
-            break;
-        }
-    }
-    if (rc < 0)
+    while (done < n && (out[done] = string_element(st, (char *)raw + done * esize, d)))
+        done++;
+    if (done == n)
+        return 0;
+    if (!d->pool)
         cfs_strings_free(out, done);
-    vlen_strings_free(st, raw, n);
-    return rc;
+    for (size_t i = done + 1; st->vlen && i < n; i++)
+        vlen_release(((char **)raw)[i], d);
+    return cfs_err_set(err, "out of memory");
+}
+
+static void *vlen_alloc(size_t size, void *pool)
+{
+    return pool ? cfs_strpool_alloc(pool, size) : malloc(size);
+}
+
+static void vlen_free(void *p, void *pool)
+{
+    if (!pool)
+        free(p);
+}
+
+/* The transfer property list of dataset string reads: libhdf5 allocates each vlen string in
+ * the pool (packed, freed as one) or with malloc, so strings_from_raw hands a valid one on
+ * where it is instead of copying it (a column of 200,000 cell names is read at its first
+ * chunk). */
+static hid_t vlen_xfer(cfs_strpool *pool)
+{
+    hid_t x = H5Pcreate(H5P_DATASET_XFER);
+    if (x >= 0 && H5Pset_vlen_mem_manager(x, vlen_alloc, pool, vlen_free, pool) < 0) {
+        H5Pclose(x);
+        return -1;
+    }
+    return x;
 }
 
 static void *alloc_elems(uint64_t n, size_t esize, cfs_err *err)
@@ -403,7 +447,7 @@ static int attr_read_strings(const attr_val *a, const char *name, char **out, cf
         cfs_h5_error_detail(detail, sizeof detail);
         rc = cfs_err_set(err, "its attribute '%s' cannot be read: %s", name, detail);
     } else {
-        rc = strings_from_raw(&st, raw, (size_t)a->npoints, out, err);
+        rc = strings_from_raw(&st, raw, (size_t)a->npoints, &FROM_LIBHDF5, out, err);
     }
     if (mt >= 0)
         H5Tclose(mt);
@@ -913,19 +957,23 @@ static void h5_array_free(void *ctx)
 }
 
 static int read_strings_ds(const h5_array *a, hid_t ms, hid_t fs, uint64_t n, char **out,
-                           cfs_err *err)
+                           cfs_strpool *pool, cfs_err *err)
 {
     void *raw = alloc_elems(n, strtype_elem_size(&a->plan.st), err);
     if (!raw)
         return -1;
+    hid_t xfer = vlen_xfer(pool);
+    str_dest d = {true, pool};
     int rc;
-    if (H5Dread(a->dset, a->plan.mem, ms, fs, H5P_DEFAULT, raw) < 0) {
+    if (xfer < 0 || H5Dread(a->dset, a->plan.mem, ms, fs, xfer, raw) < 0) {
         char detail[256];
         cfs_h5_error_detail(detail, sizeof detail);
         rc = cfs_err_set(err, "reading %s failed: %s", a->name, detail);
     } else {
-        rc = strings_from_raw(&a->plan.st, raw, (size_t)n, out, err);
+        rc = strings_from_raw(&a->plan.st, raw, (size_t)n, &d, out, err);
     }
+    if (xfer >= 0)
+        H5Pclose(xfer);
     free(raw);
     return rc;
 }
@@ -943,7 +991,7 @@ static int select_slab(hid_t fs, int ndim, const uint64_t *start, const uint64_t
 }
 
 static int read_locked(const h5_array *a, int ndim, const uint64_t *start, const uint64_t *count,
-                       uint64_t n, void *out, cfs_err *err)
+                       uint64_t n, void *out, cfs_strpool *pool, cfs_err *err)
 {
     hsize_t hn = n;
     hid_t fs = H5Dget_space(a->dset);
@@ -952,7 +1000,7 @@ static int read_locked(const h5_array *a, int ndim, const uint64_t *start, const
     if (fs < 0 || ms < 0 || select_slab(fs, ndim, start, count) < 0) {
         rc = cfs_err_set(err, "reading %s failed: the selection cannot be made", a->name);
     } else if (a->plan.dtype == CFS_STRING) {
-        rc = read_strings_ds(a, ms, fs, n, out, err);
+        rc = read_strings_ds(a, ms, fs, n, out, pool, err);
     } else if (H5Dread(a->dset, a->plan.mem, ms, fs, H5P_DEFAULT, out) < 0) {
         char detail[256];
         cfs_h5_error_detail(detail, sizeof detail);
@@ -965,8 +1013,9 @@ static int read_locked(const h5_array *a, int ndim, const uint64_t *start, const
     return rc;
 }
 
-static int h5_array_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
-                         void *out, cfs_err *err)
+/* A read into out; strings go to pool, or are malloc'd one by one without it. */
+static int h5_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count, void *out,
+                   cfs_strpool *pool, cfs_err *err)
 {
     const h5_array *a = arr->ctx;
     uint64_t n = 1;
@@ -978,7 +1027,7 @@ static int h5_array_read(const cfs_array *arr, const uint64_t *start, const uint
     if (n == 0)
         return 0;
     cfs_h5_lock();
-    int rc = read_locked(a, arr->ndim, start, count, n, out, err);
+    int rc = read_locked(a, arr->ndim, start, count, n, out, pool, err);
     cfs_h5_unlock();
     if (rc == 0 && arr->dtype == CFS_BOOL) {
         /* Values outside the FALSE/TRUE enum convert to all-ones bytes; a bool is 0 or 1. */
@@ -989,7 +1038,20 @@ static int h5_array_read(const cfs_array *arr, const uint64_t *start, const uint
     return rc;
 }
 
-static const cfs_array_ops h5_array_ops = {h5_array_read, h5_array_free};
+static int h5_array_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                         void *out, cfs_err *err)
+{
+    return h5_read(arr, start, count, out, NULL, err);
+}
+
+static int h5_array_read_strings(const cfs_array *arr, const uint64_t *start,
+                                 const uint64_t *count, const char **out, cfs_strpool *pool,
+                                 cfs_err *err)
+{
+    return h5_read(arr, start, count, out, pool, err);
+}
+
+static const cfs_array_ops h5_array_ops = {h5_array_read, h5_array_free, h5_array_read_strings};
 
 /* The dataset's shape, checked against the ceilings before anyone allocates from it. */
 static int dataset_shape(hid_t dset, const char *name, int *ndim, uint64_t *shape, cfs_err *err)
@@ -1152,15 +1214,16 @@ static int rec_strings(rec_plan *p, char *tmp, cfs_err *err)
         /* Every vlen string is handed back to libhdf5, also after a failure. */
         for (uint64_t r = 0; f->is_str && r < p->n; r++) {
             char *raw = tmp + r * p->tmp_size + f->tmp_off;
-            char *s = rc == 0 ? string_element(&f->st, raw) : NULL;
-            if (rc == 0 && !s)
+            char *s = NULL;
+            if (rc == 0 && !(s = string_element(&f->st, raw, &FROM_LIBHDF5)))
                 rc = cfs_err_set(err, "out of memory");
+            else if (rc < 0 && f->st.vlen) /* not consumed by string_element */
+                vlen_release(*(char **)raw, &FROM_LIBHDF5);
             if (s) {
                 p->strs[r * p->nf + i] = s;
                 if (strlen(s) > f->out_size)
                     f->out_size = strlen(s);
             }
-            vlen_strings_free(&f->st, raw, 1);
         }
     }
     return rc;
@@ -1303,20 +1366,36 @@ int cfs_h5_array_open(hid_t loc, const char *name, cfs_array **out, cfs_err *err
     return rc;
 }
 
+static hid_t probe_file(const cfs_probe_input *in)
+{
+    cfs_probe_hdf5 *h5 = in->hdf5;
+    if (!h5)
+        return -1;
+    if (!h5->tried) {
+        cfs_err ignore;
+        h5->file = cfs_h5_file_open(in->path, &ignore);
+        h5->tried = true;
+    }
+    return h5->file;
+}
+
 int cfs_h5_probe(const cfs_probe_input *in, int (*bid)(hid_t file, void *ctx), void *ctx)
 {
     if (in->is_dir || in->hdf5_offset < 0)
         return 0;
-    cfs_err ignore;
     cfs_h5_lock();
-    int result = 0;
-    hid_t file = cfs_h5_file_open(in->path, &ignore);
-    if (file >= 0) {
-        result = bid(file, ctx);
-        H5Fclose(file);
-    }
+    hid_t file = probe_file(in);
+    int result = file >= 0 ? bid(file, ctx) : 0;
     cfs_h5_unlock();
     return result;
+}
+
+void cfs_h5_probe_release(cfs_probe_hdf5 *h5)
+{
+    if (h5->file >= 0)
+        cfs_h5_close_file(h5->file);
+    h5->file = -1;
+    h5->tried = false;
 }
 
 void cfs_h5_close_file(hid_t file)

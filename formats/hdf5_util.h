@@ -98,9 +98,21 @@ bool cfs_h5_has_attr(hid_t obj, const char *name);
  */
 int cfs_h5_array_open(hid_t loc, const char *name, cfs_array **out, cfs_err *err);
 
-/* The probe every HDF5 format shares: opens an HDF5 input read-only under the lock and asks
- * bid(file, ctx) for a confidence; 0 for folders, non-HDF5 content or an unreadable file. */
+/* The probe every HDF5 format shares: asks bid(file, ctx) for a confidence under the lock; 0 for
+ * folders, non-HDF5 content or an unreadable file. The file is the input's shared one, opened at
+ * the first probe: opening an HDF5 file builds a metadata cache of about half a MiB, so once
+ * per detection, not once per bidder. */
 int cfs_h5_probe(const cfs_probe_input *in, int (*bid)(hid_t file, void *ctx), void *ctx);
+
+/* The registry's side of that sharing. It keeps the file open until the chosen format's open has
+ * run, because libhdf5 then serves that open (same device and inode) from the file already open,
+ * its metadata cache warm from the probes. */
+typedef struct cfs_probe_hdf5 {
+    hid_t file;     /* -1 until opened, or when it cannot be */
+    bool tried;
+} cfs_probe_hdf5;
+#define CFS_PROBE_HDF5_INIT {-1, false}
+void cfs_h5_probe_release(cfs_probe_hdf5 *h5);
 /* Closes a reader's file under the lock (the readers' close callbacks). */
 void cfs_h5_close_file(hid_t file);
 

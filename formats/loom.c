@@ -502,7 +502,7 @@ static void view_free(void *ctx)
     free(v);
 }
 
-static const cfs_array_ops view_ops = {view_read, view_free};
+static const cfs_array_ops view_ops = {view_read, view_free, NULL};
 
 /* A view of inner (whose reference it takes over, also on failure). NULL on allocation
  * failure. */
@@ -608,7 +608,7 @@ static int fields_read(const cfs_array *arr, const uint64_t *start, const uint64
     return rc;
 }
 
-static const cfs_array_ops fields_ops = {fields_read, fields_free};
+static const cfs_array_ops fields_ops = {fields_read, fields_free, NULL};
 
 /* The model dtype of member m of a compound type if it is a number (float16 read as float32),
  * else -1 with a reason. */

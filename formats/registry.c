@@ -93,11 +93,13 @@ static int read_head(const char *path, unsigned char *head, size_t *len, long lo
     return 0;
 }
 
-static int fill_input(const char *path, unsigned char *head, cfs_probe_input *in, cfs_err *err)
+static int fill_input(const char *path, unsigned char *head, cfs_probe_hdf5 *h5,
+                      cfs_probe_input *in, cfs_err *err)
 {
     struct stat st;
     memset(in, 0, sizeof *in);
     in->path = path;
+    in->hdf5 = h5;
     in->hdf5_offset = -1;
     if (stat(path, &st) < 0)
         return cfs_err_set(err, "cannot be opened: %s", strerror(errno));
@@ -138,29 +140,43 @@ static const cfs_format *explain(const cfs_probe_input *in, cfs_err *err)
     return NULL;
 }
 
-const cfs_format *cfs_format_detect(const char *path, cfs_err *err)
+/* The winner for in; in->hdf5 may be left open for the winner's open (the caller releases it). */
+static const cfs_format *detect(cfs_probe_input *in, cfs_err *err)
 {
-    unsigned char head[HEAD_LEN];
-    cfs_probe_input in;
-    if (fill_input(path, head, &in, err) < 0)
-        return NULL;
     const cfs_format *best = NULL;
     int best_bid = 0;
     for (size_t i = 0; formats[i]; i++) {
-        int bid = formats[i]->probe(&in);
+        int bid = formats[i]->probe(in);
         if (bid > best_bid) {
             best_bid = bid;
             best = formats[i];
         }
     }
-    return best ? best : explain(&in, err);
+    return best ? best : explain(in, err);
+}
+
+const cfs_format *cfs_format_detect(const char *path, cfs_err *err)
+{
+    unsigned char head[HEAD_LEN];
+    cfs_probe_hdf5 h5 = CFS_PROBE_HDF5_INIT;
+    cfs_probe_input in;
+    if (fill_input(path, head, &h5, &in, err) < 0)
+        return NULL;
+    const cfs_format *f = detect(&in, err);
+    cfs_h5_probe_release(&h5);
+    return f;
 }
 
 int cfs_format_open(const char *path, cfs_dataset **out, cfs_err *err)
 {
     *out = NULL;
-    const cfs_format *f = cfs_format_detect(path, err);
-    if (!f)
+    unsigned char head[HEAD_LEN];
+    cfs_probe_hdf5 h5 = CFS_PROBE_HDF5_INIT;
+    cfs_probe_input in;
+    if (fill_input(path, head, &h5, &in, err) < 0)
         return -1;
-    return f->open(path, out, err);
+    const cfs_format *f = detect(&in, err);
+    int rc = f ? f->open(path, out, err) : -1;
+    cfs_h5_probe_release(&h5);
+    return rc;
 }

@@ -135,9 +135,9 @@ static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_
         block = 4096;
     void *ibuf = malloc(block * isize), *vbuf = malloc(block * rl->vsize);
     int64_t *minor = malloc(block * sizeof *minor);
-    int rc = ibuf && vbuf && minor ? 0 : cfs_err_set(err, "out of memory");
+    const uint64_t *pos = cfs_perm_pos(e->perm);
+    int rc = ibuf && vbuf && minor && pos ? 0 : cfs_err_set(err, "out of memory");
     uint64_t major = 0;
-    const uint64_t *pos = e->perm->pos;
     for (uint64_t k0 = 0; rc == 0 && k0 < e->nnz; k0 += block) {
         uint64_t n = e->nnz - k0 < block ? e->nnz - k0 : block;
         uint64_t s[1] = {k0}, c[1] = {n};
@@ -566,7 +566,7 @@ static void result_free(void *ctx)
     free(r);
 }
 
-static const cfs_array_ops result_ops = {result_read, result_free};
+static const cfs_array_ops result_ops = {result_read, result_free, NULL};
 
 static cfs_array *result_array(sparse_engine *e, int which, cfs_dtype dtype, uint64_t len)
 {
@@ -719,8 +719,9 @@ static int dense_pass(dense_engine *e, cfs_err *err)
         return rc;
     e->result_bytes = matrix;
     unsigned char *buf = malloc(block * row), *tmp = malloc(block * row);
+    const uint64_t *pos = cfs_perm_pos(e->perm);
     cfs_spill rows = {.fd = -1};
-    if (!buf || !tmp)
+    if (!buf || !tmp || !pos)
         rc = cfs_err_set(err, "out of memory");
     if (rc == 0)
         rc = result_file(e->workdir, &e->fd, err);
@@ -730,7 +731,7 @@ static int dense_pass(dense_engine *e, cfs_err *err)
         uint64_t n = e->n_obs - r0 < block ? e->n_obs - r0 : block;
         rc = read_rows(e, r0, n, buf, err);
         for (uint64_t r = 0; rc == 0 && r < n; r++)
-            rc = cfs_pwrite_full(rows.fd, buf + r * row, row, e->perm->pos[r0 + r] * row, err);
+            rc = cfs_pwrite_full(rows.fd, buf + r * row, row, pos[r0 + r] * row, err);
         cfs_progress_note(e->opts.progress, e->label, 0.7 * (double)(r0 + n) / (double)e->n_obs);
     }
     for (uint64_t r0 = 0; rc == 0 && r0 < e->n_obs; r0 += block) {
@@ -818,7 +819,7 @@ static void dense_free_ctx(void *ctx)
     cfs_job_unref(&((dense_engine *)ctx)->job);
 }
 
-static const cfs_array_ops dense_ops = {dense_read, dense_free_ctx};
+static const cfs_array_ops dense_ops = {dense_read, dense_free_ctx, NULL};
 
 int cfs_gene_major_dense(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
                          const char *label, cfs_err *err)

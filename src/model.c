@@ -55,19 +55,131 @@ size_t cfs_array_elem_size(const cfs_array *arr)
     return arr->dtype == CFS_COMPOUND ? arr->record_size : cfs_dtype_size(arr->dtype);
 }
 
-int cfs_array_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count, void *out,
-                   cfs_err *err)
+static int check_slab(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                      cfs_err *err)
 {
     for (int d = 0; d < arr->ndim; d++)
         if (start[d] > arr->shape[d] || count[d] > arr->shape[d] - start[d])
             return cfs_err_set(err, "read outside the array (dimension %d)", d);
+    return 0;
+}
+
+int cfs_array_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count, void *out,
+                   cfs_err *err)
+{
+    if (check_slab(arr, start, count, err) < 0)
+        return -1;
     return arr->ops->read(arr, start, count, out, err);
+}
+
+/* Where a read without read_strings leaves its copies: moved into the pool. */
+static int pool_copies(char **s, size_t n, cfs_strpool *pool, cfs_err *err)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *t = s[i] ? s[i] : "";
+        char *in_pool = rc == 0 ? cfs_strpool_dup(pool, t, strlen(t)) : NULL;
+        if (rc == 0 && !in_pool)
+            rc = cfs_err_set(err, "out of memory");
+        free(s[i]);
+        s[i] = in_pool;
+    }
+    return rc;
+}
+
+int cfs_array_read_strings(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                           const char **out, cfs_strpool *pool, cfs_err *err)
+{
+    if (check_slab(arr, start, count, err) < 0)
+        return -1;
+    if (arr->ops->read_strings)
+        return arr->ops->read_strings(arr, start, count, out, pool, err);
+    if (arr->ops->read(arr, start, count, (void *)out, err) < 0)
+        return -1;
+    uint64_t n = 1;
+    for (int d = 0; d < arr->ndim; d++)
+        n *= count[d];
+    return pool_copies((char **)out, (size_t)n, pool, err);
+}
+
+/* Blocks double from 4 KiB to 1 MiB: a few strings cost a page, a column a few blocks. */
+#define POOL_FIRST_BLOCK 4096
+#define POOL_MAX_BLOCK ((size_t)1 << 20)
+
+typedef struct pool_block {
+    struct pool_block *next;
+    size_t used, cap;
+    char data[];
+} pool_block;
+
+struct cfs_strpool {
+    pool_block *head;
+    size_t next_cap;
+};
+
+cfs_strpool *cfs_strpool_new(void)
+{
+    cfs_strpool *pool = calloc(1, sizeof *pool);
+    if (pool)
+        pool->next_cap = POOL_FIRST_BLOCK;
+    return pool;
+}
+
+void cfs_strpool_free(cfs_strpool *pool)
+{
+    if (!pool)
+        return;
+    for (pool_block *b = pool->head, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    free(pool);
+}
+
+void *cfs_strpool_alloc(cfs_strpool *pool, size_t len)
+{
+    pool_block *b = pool->head;
+    if (!b || b->cap - b->used < len) {
+        size_t cap = pool->next_cap > len ? pool->next_cap : len;
+        if (cap > SIZE_MAX - sizeof *b || !(b = malloc(sizeof *b + cap)))
+            return NULL;
+        b->next = pool->head;
+        b->used = 0;
+        b->cap = cap;
+        pool->head = b;
+        if (pool->next_cap < POOL_MAX_BLOCK)
+            pool->next_cap *= 2;
+    }
+    void *p = b->data + b->used;
+    b->used += len;
+    return p;
+}
+
+char *cfs_strpool_dup(cfs_strpool *pool, const char *s, size_t len)
+{
+    char *p = len < SIZE_MAX ? cfs_strpool_alloc(pool, len + 1) : NULL;
+    if (p) {
+        memcpy(p, s, len);
+        p[len] = '\0';
+    }
+    return p;
 }
 
 void cfs_strings_free(char **strings, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         free(strings[i]);
+}
+
+int cfs_strings_own(char **strings, size_t n, cfs_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!(strings[i] = strdup(strings[i] ? strings[i] : ""))) {
+            cfs_strings_free(strings, i);
+            return cfs_err_set(err, "out of memory");
+        }
+    }
+    return 0;
 }
 
 /* In-memory arrays: used for values a reader computes (e.g. a derived column) and by tests. */
@@ -77,50 +189,29 @@ typedef struct memory_array {
     cfs_dtype dtype;
 } memory_array;
 
-static int memory_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
-                       void *out, cfs_err *err)
+/* Copies the hyperslab's elements (for strings: the pointers) in C order, row by row over the
+ * last dimension. */
+static void memory_copy(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                        void *out)
 {
-    (void)err;
     const memory_array *m = arr->ctx;
     size_t esize = cfs_array_elem_size(arr);
-    /* Walk the hyperslab row by row over the last dimension. */
     int nd = arr->ndim;
     if (nd == 0) {
-        if (arr->dtype == CFS_STRING) {
-            char *s = strdup(((char **)m->data)[0]);
-            if (!s)
-                return cfs_err_set(err, "out of memory");
-            ((char **)out)[0] = s;
-        } else {
-            memcpy(out, m->data, esize);
-        }
-        return 0;
+        memcpy(out, m->data, esize);
+        return;
     }
     uint64_t idx[CFS_MAX_DIMS] = {0};
     uint64_t run = count[nd - 1];
     uint64_t total = 1;
     for (int d = 0; d < nd; d++)
         total *= count[d];
-    if (total == 0)
-        return 0;
     char *dst = out;
     for (uint64_t done = 0; done < total; done += run) {
         uint64_t off = 0;
         for (int d = 0; d < nd; d++)
             off = off * arr->shape[d] + start[d] + idx[d];
-        if (arr->dtype == CFS_STRING) {
-            char **src = (char **)m->data + off;
-            for (uint64_t k = 0; k < run; k++) {
-                char *s = strdup(src[k]);
-                if (!s) {
-                    cfs_strings_free((char **)out, (size_t)(done + k));
-                    return cfs_err_set(err, "out of memory");
-                }
-                ((char **)dst)[k] = s;
-            }
-        } else {
-            memcpy(dst, (char *)m->data + off * esize, run * esize);
-        }
+        memcpy(dst, (char *)m->data + off * esize, run * esize);
         dst += run * esize;
         for (int d = nd - 2; d >= 0; d--) {
             if (++idx[d] < count[d])
@@ -128,7 +219,35 @@ static int memory_read(const cfs_array *arr, const uint64_t *start, const uint64
             idx[d] = 0;
         }
     }
+}
+
+static uint64_t slab_elems(const cfs_array *arr, const uint64_t *count)
+{
+    uint64_t n = 1;
+    for (int d = 0; d < arr->ndim; d++)
+        n *= count[d];
+    return n;
+}
+
+static int memory_read_strings(const cfs_array *arr, const uint64_t *start,
+                               const uint64_t *count, const char **out, cfs_strpool *pool,
+                               cfs_err *err)
+{
+    (void)pool;
+    (void)err;
+    if (slab_elems(arr, count))
+        memory_copy(arr, start, count, out);
     return 0;
+}
+
+static int memory_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                       void *out, cfs_err *err)
+{
+    uint64_t n = slab_elems(arr, count);
+    if (n == 0)
+        return 0;
+    memory_copy(arr, start, count, out);
+    return arr->dtype == CFS_STRING ? cfs_strings_own(out, (size_t)n, err) : 0;
 }
 
 static void memory_free(void *ctx)
@@ -142,7 +261,7 @@ static void memory_free(void *ctx)
     free(m);
 }
 
-static const cfs_array_ops memory_ops = {memory_read, memory_free};
+static const cfs_array_ops memory_ops = {memory_read, memory_free, memory_read_strings};
 
 cfs_array *cfs_array_from_memory(cfs_dtype dtype, int ndim, const uint64_t *shape, void *data)
 {

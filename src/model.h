@@ -25,6 +25,16 @@ typedef struct cfs_field {
 
 typedef struct cfs_array cfs_array;
 
+/* Strings freed together, one bump allocation each: where a string read for a consumer that
+ * only looks at them puts its strings, packed, instead of one malloc a string. */
+typedef struct cfs_strpool cfs_strpool;
+cfs_strpool *cfs_strpool_new(void);
+void cfs_strpool_free(cfs_strpool *pool);
+/* Room for len bytes in the pool; NULL when out of memory. */
+void *cfs_strpool_alloc(cfs_strpool *pool, size_t len);
+/* A NUL-terminated copy of the len bytes at s, in the pool; NULL when out of memory. */
+char *cfs_strpool_dup(cfs_strpool *pool, const char *s, size_t len);
+
 typedef struct cfs_array_ops {
     /*
      * Reads the hyperslab start[d] .. start[d]+count[d] in C order into out. Numeric: packed
@@ -35,6 +45,12 @@ typedef struct cfs_array_ops {
     int (*read)(const cfs_array *arr, const uint64_t *start, const uint64_t *count, void *out,
                 cfs_err *err);
     void (*free_ctx)(void *ctx);
+    /* Optional, CFS_STRING: like read, for a consumer that only looks at the strings. out
+     * receives the array's own strings where it keeps them anyway (in memory, a permuted
+     * view's copy of its source: valid while the array lives), else strings put in pool (valid
+     * until the caller frees it); nothing is copied or freed one by one. */
+    int (*read_strings)(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                        const char **out, cfs_strpool *pool, cfs_err *err);
 } cfs_array_ops;
 
 struct cfs_array {
@@ -130,8 +146,15 @@ uint64_t cfs_array_nelems(const cfs_array *arr);
 size_t cfs_array_elem_size(const cfs_array *arr);
 int cfs_array_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count, void *out,
                    cfs_err *err);
+/* Reads CFS_STRING values for a consumer that only looks at them (see read_strings), also from
+ * arrays without that op: their read's copies are moved into pool. */
+int cfs_array_read_strings(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                           const char **out, cfs_strpool *pool, cfs_err *err);
 /* Frees the strings of a CFS_STRING read buffer of n elements (not the buffer itself). */
 void cfs_strings_free(char **strings, size_t n);
+/* Replaces n borrowed strings by malloc'd copies (NULL by ""), for a read built on
+ * read_strings. On failure frees the copies made so far and returns -1 with err set. */
+int cfs_strings_own(char **strings, size_t n, cfs_err *err);
 
 /* An in-memory array: takes ownership of data (numeric packed, or char** for strings). */
 cfs_array *cfs_array_from_memory(cfs_dtype dtype, int ndim, const uint64_t *shape, void *data);

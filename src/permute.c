@@ -13,17 +13,22 @@ cfs_perm *cfs_perm_new(uint64_t n, uint64_t seed)
         return NULL;
     p->n = n;
     p->refs = 1;
-    p->order = cfs_priority_order(n, seed);
-    p->pos = malloc((n ? n : 1) * sizeof *p->pos);
-    if (!p->order || !p->pos) {
-        free(p->order);
-        free(p->pos);
+    if (!(p->order = cfs_priority_order(n, seed))) {
         free(p);
         return NULL;
     }
-    for (uint64_t j = 0; j < n; j++)
-        p->pos[p->order[j]] = j;
+    pthread_mutex_init(&p->pos_lock, NULL);
     return p;
+}
+
+const uint64_t *cfs_perm_pos(cfs_perm *p)
+{
+    pthread_mutex_lock(&p->pos_lock);
+    if (!p->pos && (p->pos = malloc((p->n ? p->n : 1) * sizeof *p->pos)))
+        for (uint64_t j = 0; j < p->n; j++)
+            p->pos[p->order[j]] = j;
+    pthread_mutex_unlock(&p->pos_lock);
+    return p->pos;
 }
 
 cfs_perm *cfs_perm_ref(cfs_perm *p)
@@ -36,6 +41,7 @@ void cfs_perm_unref(cfs_perm *p)
 {
     if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
+    pthread_mutex_destroy(&p->pos_lock);
     free(p->order);
     free(p->pos);
     free(p);
@@ -76,6 +82,7 @@ typedef struct rows_view {
     cfs_array *src;
     cfs_perm *perm;
     void *whole;            /* the source in original order, C order */
+    cfs_strpool *strings;   /* CFS_STRING: where whole's strings live (or the source's own) */
     uint64_t nelems;
     bool cols_too;          /* a cells x cells matrix: columns are permuted as well */
 } rows_view;
@@ -92,19 +99,26 @@ static int rows_load(cfs_job *job, cfs_err *err)
     if (!v->whole)
         return cfs_err_set(err, "out of memory reading a per-cell array whole");
     uint64_t start[CFS_MAX_DIMS] = {0};
-    if (cfs_array_read(src, start, src->shape, v->whole, err) < 0) {
+    int rc;
+    if (src->dtype != CFS_STRING)
+        rc = cfs_array_read(src, start, src->shape, v->whole, err);
+    else if (!(v->strings = cfs_strpool_new()))
+        rc = cfs_err_set(err, "out of memory reading a per-cell array whole");
+    else
+        rc = cfs_array_read_strings(src, start, src->shape, v->whole, v->strings, err);
+    if (rc < 0) {
         free(v->whole);
         v->whole = NULL;
-        return -1;
+        cfs_strpool_free(v->strings);
+        v->strings = NULL;
     }
-    return 0;
+    return rc;
 }
 
 static void rows_destroy(cfs_job *job)
 {
     rows_view *v = (rows_view *)job;
-    if (v->whole && v->src->dtype == CFS_STRING)
-        cfs_strings_free(v->whole, (size_t)v->nelems);
+    cfs_strpool_free(v->strings);
     free(v->whole);
     cfs_array_unref(v->src);
     cfs_perm_unref(v->perm);
@@ -142,8 +156,10 @@ static size_t copy_row_slab(const cfs_array *a, const unsigned char *row, const 
     return (size_t)(dst - out);
 }
 
-static int rows_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
-                     void *out, cfs_err *err)
+/* Copies the stored rows start[0].. of the slab out of the cached source: for strings, the
+ * cache's own pointers. */
+static int rows_gather(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                       void *out, cfs_err *err)
 {
     rows_view *v = arr->ctx;
     if (cfs_job_ensure(&v->job, err) < 0)
@@ -156,24 +172,36 @@ static int rows_read(const cfs_array *arr, const uint64_t *start, const uint64_t
     const unsigned char *whole = v->whole;
     for (uint64_t j = start[0]; j < start[0] + count[0]; j++) {
         const unsigned char *row = whole + v->perm->order[j] * row_elems * esize;
-        size_t n;
         if (v->cols_too) {
             for (uint64_t c = 0; c < count[1]; c++)
                 memcpy(dst + c * esize, row + v->perm->order[start[1] + c] * esize, esize);
-            n = count[1] * esize;
+            dst += count[1] * esize;
         } else {
-            n = copy_row_slab(arr, row, start, count, dst);
+            dst += copy_row_slab(arr, row, start, count, dst);
         }
-        if (arr->dtype == CFS_STRING) {
-            /* The cache keeps its strings; the caller gets copies it frees. */
-            char **s = (char **)dst;
-            for (size_t k = 0; k < n / sizeof(char *); k++)
-                if (!(s[k] = strdup(s[k] ? s[k] : "")))
-                    return cfs_err_set(err, "out of memory");
-        }
-        dst += n;
     }
     return 0;
+}
+
+static int rows_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                     void *out, cfs_err *err)
+{
+    if (rows_gather(arr, start, count, out, err) < 0)
+        return -1;
+    if (arr->dtype != CFS_STRING)
+        return 0;
+    /* The cache keeps its strings; a reader gets copies it frees. */
+    uint64_t n = 1;
+    for (int d = 0; d < arr->ndim; d++)
+        n *= count[d];
+    return cfs_strings_own(out, (size_t)n, err);
+}
+
+static int rows_read_strings(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                             const char **out, cfs_strpool *pool, cfs_err *err)
+{
+    (void)pool; /* the view keeps its strings */
+    return rows_gather(arr, start, count, out, err);
 }
 
 static void rows_free_ctx(void *ctx)
@@ -181,7 +209,7 @@ static void rows_free_ctx(void *ctx)
     cfs_job_unref(&((rows_view *)ctx)->job);
 }
 
-static const cfs_array_ops rows_ops = {rows_read, rows_free_ctx};
+static const cfs_array_ops rows_ops = {rows_read, rows_free_ctx, rows_read_strings};
 
 cfs_array *cfs_perm_rows(cfs_array *src, cfs_perm *perm)
 {
@@ -271,7 +299,11 @@ static int sparse_run(cfs_job *job, cfs_err *err)
     int rc = -1;
     if (!e)
         goto done;
-    const uint64_t *pos = s->perm->pos;
+    const uint64_t *pos = cfs_perm_pos(s->perm);
+    if (!pos) {
+        cfs_err_set(err, "out of memory");
+        goto done;
+    }
     /* Rows are cells: for csr the major axis, for csc the minor one. */
     bool remap_major = s->csr || s->both_axes, remap_minor = !s->csr || s->both_axes;
     for (uint64_t m = 0; m < s->major_n; m++) {
@@ -355,7 +387,7 @@ static void part_free(void *ctx)
     free(p);
 }
 
-static const cfs_array_ops part_ops = {part_read, part_free};
+static const cfs_array_ops part_ops = {part_read, part_free, NULL};
 
 static cfs_array *part_array(sparse_job *job, int which, const cfs_array *like)
 {

@@ -6,6 +6,7 @@
 #ifndef CFS_PERMUTE_H
 #define CFS_PERMUTE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -14,11 +15,15 @@
 typedef struct cfs_perm {
     uint64_t n;
     uint64_t *order;    /* order[j]: original row stored at row j */
-    uint64_t *pos;      /* pos[i]: stored row of original row i */
+    uint64_t *pos;      /* pos[i]: stored row of original row i; see cfs_perm_pos */
+    pthread_mutex_t pos_lock;
     int refs;
 } cfs_perm;
 
 cfs_perm *cfs_perm_new(uint64_t n, uint64_t seed);
+/* The inverse of order, made at the first call: only matrices and cell graphs need it, and at
+ * open it would be n fresh words written in random order. NULL when out of memory. */
+const uint64_t *cfs_perm_pos(cfs_perm *p);
 cfs_perm *cfs_perm_ref(cfs_perm *p);
 void cfs_perm_unref(cfs_perm *p);
 

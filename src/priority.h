@@ -7,7 +7,8 @@
 #include <stdint.h>
 
 uint64_t cfs_splitmix64(uint64_t x);
-/* order[j] = the original row stored at row j, for n rows; NULL on allocation failure. */
+/* order[j] = the original row stored at row j, for n rows; NULL on allocation failure or for
+ * n >= 2^32 - 1 (beyond any data set, and its 32-bit bucket offsets). */
 uint64_t *cfs_priority_order(uint64_t n, uint64_t seed);
 /* levels: 1024*4^k while < n, then n. Returns the count written (at most 32). */
 size_t cfs_priority_levels(uint64_t n, uint64_t *levels, size_t max);

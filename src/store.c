@@ -487,9 +487,22 @@ static void scatter(unsigned char *dst, const uint64_t *chunks, const unsigned c
     }
 }
 
+/* The hyperslab's values. Encoding only looks at strings, so they are read into a pool freed
+ * with the chunk (*strings), or are the array's own. */
+static int read_slab(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                     void *out, cfs_strpool **strings, cfs_err *err)
+{
+    *strings = NULL;
+    if (arr->dtype != CFS_STRING)
+        return cfs_array_read(arr, start, count, out, err);
+    if (!(*strings = cfs_strpool_new()))
+        return cfs_err_set(err, "out of memory");
+    return cfs_array_read_strings(arr, start, count, out, *strings, err);
+}
+
 /* Reads the chunk's hyperslab into a full-chunk buffer (zero / NULL filled past the edge). */
 static unsigned char *read_chunk_values(const cfs_store_node *n, uint64_t idx, uint64_t *nelems,
-                                        cfs_err *err)
+                                        cfs_strpool **strings, cfs_err *err)
 {
     uint64_t coords[CFS_MAX_DIMS], start[CFS_MAX_DIMS], count[CFS_MAX_DIMS];
     cfs_chunk_coords(n->ndim, n->grid, idx, coords);
@@ -516,7 +529,8 @@ static unsigned char *read_chunk_values(const cfs_store_node *n, uint64_t idx, u
         cfs_err_set(err, "out of memory reading %s", n->path);
         return NULL;
     }
-    if (cfs_array_read(n->arr, start, count, tmp, err) < 0) {
+    if (read_slab(n->arr, start, count, tmp, strings, err) < 0) {
+        cfs_strpool_free(*strings);
         cfs_err_prefix(err, "%s", n->path);
         free(buf);
         if (edge)
@@ -571,7 +585,6 @@ static int encode_values(const cfs_store_node *n, unsigned char *values, uint64_
     if (n->arr->dtype == CFS_STRING) {
         cfs_buf framed = {0};
         int rc = cfs_vlen_encode((char *const *)values, (size_t)nelems, &framed, err);
-        cfs_strings_free((char **)values, (size_t)nelems);
         if (rc == 0)
             rc = cfs_codec_encode(n->codec, 1, framed.data, framed.len, out, err);
         cfs_buf_free(&framed);
@@ -599,10 +612,12 @@ int cfs_store_chunk(const cfs_store *st, const cfs_store_node *n, uint64_t idx, 
                                                               : 0;
     size_t before = out->len;
     uint64_t nelems = 0;
-    unsigned char *values = read_chunk_values(n, idx, &nelems, err);
+    cfs_strpool *strings = NULL;
+    unsigned char *values = read_chunk_values(n, idx, &nelems, &strings, err);
     if (!values)
         return -1;
     int rc = encode_values(n, values, nelems, out, err);
+    cfs_strpool_free(strings);
     free(values);
     if (rc < 0) {
         out->len = before;

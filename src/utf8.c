@@ -1,5 +1,7 @@
 #include "utf8.h"
 
+#include <string.h>
+
 size_t cfs_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
 {
     static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
@@ -24,4 +26,31 @@ size_t cfs_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
         return 0;
     *cp = v;
     return len;
+}
+
+/* Bytes of s before its first non-ASCII byte, eight at a time: almost every string a reader
+ * meets (cell barcodes, gene ids) is ASCII. */
+static size_t ascii_prefix(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    for (uint64_t w; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        if (w & UINT64_C(0x8080808080808080))
+            break;
+    }
+    while (i < n && s[i] < 0x80)
+        i++;
+    return i;
+}
+
+bool cfs_utf8_valid(const unsigned char *s, size_t n)
+{
+    for (size_t i = ascii_prefix(s, n); i < n; i += ascii_prefix(s + i, n - i)) {
+        uint32_t cp;
+        size_t k = cfs_utf8_decode(s + i, n - i, &cp);
+        if (!k)
+            return false;
+        i += k;
+    }
+    return true;
 }

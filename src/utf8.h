@@ -3,6 +3,7 @@
 #ifndef CFS_UTF8_H
 #define CFS_UTF8_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -12,5 +13,7 @@
  * as Python's decoder rejects them.
  */
 size_t cfs_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+/* True if all n bytes at s are valid UTF-8 as cfs_utf8_decode defines it. */
+bool cfs_utf8_valid(const unsigned char *s, size_t n);
 
 #endif

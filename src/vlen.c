@@ -11,6 +11,9 @@ static int append_utf8(cfs_buf *out, const char *str)
     static const unsigned char replacement[3] = {0xef, 0xbf, 0xbd};
     const unsigned char *s = (const unsigned char *)str;
     size_t n = strlen(str);
+    /* Readers hand on valid UTF-8 nearly always: then the item is its length and one copy. */
+    if (n <= UINT32_MAX && cfs_utf8_valid(s, n))
+        return cfs_buf_append_u32le(out, (uint32_t)n) < 0 ? -1 : cfs_buf_append(out, s, n);
     size_t len_at = out->len;
     if (cfs_buf_append_u32le(out, 0) < 0)
         return -1;

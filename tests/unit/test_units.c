@@ -9,15 +9,18 @@
 #include <string.h>
 
 #include "../../cache/cache.h"
+#include "../../formats/hdf5_util.h"
 #include "../../formats/names.h"
 #include "../../src/catalog.h"
 #include "../../src/chunking.h"
 #include "../../src/codec.h"
 #include "../../src/gene_major.h"
 #include "../../src/identity.h"
+#include "../../src/permute.h"
 #include "../../src/priority.h"
 #include "../../src/model.h"
 #include "../../src/store.h"
+#include "../../src/utf8.h"
 #include "../../src/vlen.h"
 #include "../../src/zmeta.h"
 #include "unit.h"
@@ -249,25 +252,44 @@ static void test_store_chunks(void)
     cfs_elem_free(root);
 }
 
+static int by_key_then_row(const void *pa, const void *pb)
+{
+    const uint64_t *a = pa, *b = pb;
+    if (a[0] != b[0])
+        return a[0] < b[0] ? -1 : 1;
+    return a[1] < b[1] ? -1 : a[1] > b[1];
+}
+
+/* The order against its definition, computed the plain way: (key, row) pairs, qsort. */
+static int order_matches_definition(uint64_t n, uint64_t seed)
+{
+    uint64_t *order = cfs_priority_order(n, seed);
+    uint64_t *pairs = malloc((n ? n : 1) * 2 * sizeof *pairs);
+    int same = order && pairs;
+    uint64_t s = cfs_splitmix64(seed);
+    for (uint64_t i = 0; same && i < n; i++) {
+        pairs[2 * i] = cfs_splitmix64(s ^ i);
+        pairs[2 * i + 1] = i;
+    }
+    if (same)
+        qsort(pairs, n, 2 * sizeof *pairs, by_key_then_row);
+    for (uint64_t j = 0; same && j < n; j++)
+        same = order[j] == pairs[2 * j + 1];
+    free(order);
+    free(pairs);
+    return same;
+}
+
 static void test_priority(void)
 {
     /* splitmix64's published first output for state 0 (x + golden gamma). */
     CHECK(cfs_splitmix64(0) == UINT64_C(0xE220A8397B1DCDAF));
-    uint64_t *order = cfs_priority_order(5000, 7);
-    uint64_t prev_key = 0;
-    int sorted = 1, perm = 1;
-    unsigned char seen[5000] = {0};
-    uint64_t s = cfs_splitmix64(7);
-    for (uint64_t j = 0; j < 5000; j++) {
-        uint64_t key = cfs_splitmix64(s ^ order[j]);
-        if (j && key < prev_key)
-            sorted = 0;
-        prev_key = key;
-        if (order[j] >= 5000 || seen[order[j]]++)
-            perm = 0;
-    }
-    CHECK(sorted && perm);
-    free(order);
+    static const uint64_t sizes[] = {0, 1, 2, 3, 17, 1024, 1025, 5000, 100003};
+    int all = 1;
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (uint64_t seed = 0; seed < 3; seed++)
+            all &= order_matches_definition(sizes[k], seed * 7919);
+    CHECK(all);
     uint64_t levels[32];
     CHECK(cfs_priority_levels(1, levels, 32) == 1 && levels[0] == 1);
     CHECK(cfs_priority_levels(1024, levels, 32) == 1 && levels[0] == 1024);
@@ -294,6 +316,160 @@ static cfs_elem *csr_elem(uint64_t n, uint64_t g, uint64_t nnz, const float *dat
     el->aux = cfs_array_from_memory(CFS_INT32, 1, &nnz, i);
     el->indptr = cfs_array_from_memory(CFS_INT64, 1, &np1, p);
     return el;
+}
+
+static void fixture_path(char *buf, size_t len, const char *rel)
+{
+    const char *top = getenv("srcdir");
+    snprintf(buf, len, "%s/tests/fixtures/%s", top ? top : ".", rel);
+}
+
+static int note_file(hid_t file, void *ctx)
+{
+    *(hid_t *)ctx = file;
+    return 1;
+}
+
+static ssize_t open_files(void)
+{
+    cfs_h5_lock();
+    ssize_t n = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
+    cfs_h5_unlock();
+    return n;
+}
+
+static void test_utf8_valid(void)
+{
+    const unsigned char *u = (const unsigned char *)"cell_000123-AACGT";
+    CHECK(cfs_utf8_valid(u, 17) && cfs_utf8_valid(u, 0));
+    CHECK(cfs_utf8_valid((const unsigned char *)"barcode_\xe7\xbb\x86\xe8\x83\x9e!", 15));
+    CHECK(!cfs_utf8_valid((const unsigned char *)"barcode_\xc0\xaf", 10));     /* overlong */
+    CHECK(!cfs_utf8_valid((const unsigned char *)"\xed\xa0\x80", 3));           /* surrogate */
+    CHECK(!cfs_utf8_valid((const unsigned char *)"abcdefghi\xe7\xbb", 11));     /* truncated */
+    CHECK(!cfs_utf8_valid((const unsigned char *)"abcdefgh\xff" "abcdefgh", 17));  /* Latin-1 */
+}
+
+static void fixture_path(char *buf, size_t len, const char *rel);
+
+/* Many strings, some bigger than a block: every one intact, freed as one. */
+static void test_strpool(void)
+{
+    cfs_strpool *pool = cfs_strpool_new();
+    char *first = pool ? cfs_strpool_dup(pool, "cell_0", 6) : NULL;
+    int intact = first != NULL;
+    char big[5000];
+    memset(big, 'g', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    char *large = pool ? cfs_strpool_dup(pool, big, strlen(big)) : NULL;
+    for (int i = 0; intact && i < 100000; i++) {
+        char name[32];
+        int len = snprintf(name, sizeof name, "cell_%d", i);
+        char *s = cfs_strpool_dup(pool, name, (size_t)len);
+        intact = s && strcmp(s, name) == 0;
+    }
+    CHECK(intact && strcmp(first, "cell_0") == 0 && large && strcmp(large, big) == 0);
+    cfs_strpool_free(pool);
+}
+
+/* A consumer that only looks at strings gets the array's own where it keeps them, else strings
+ * in its pool; a read still gets copies of its own. */
+static void test_read_strings(void)
+{
+    char **data = malloc(3 * sizeof *data);
+    data[0] = strdup("x");
+    data[1] = strdup("yy");
+    data[2] = strdup("zzz");
+    uint64_t n = 3, start = 0;
+    cfs_array *mem = cfs_array_from_memory(CFS_STRING, 1, &n, data);
+    cfs_strpool *pool = cfs_strpool_new();
+    const char *got[3];
+    cfs_err err = {{0}};
+    CHECK(cfs_array_read_strings(mem, &start, &n, got, pool, &err) == 0);
+    CHECK(got[0] == data[0] && got[2] == data[2]);
+    char *copies[3];
+    CHECK(cfs_array_read(mem, &start, &n, copies, &err) == 0 && copies[1] != data[1] &&
+          strcmp(copies[1], "yy") == 0);
+    cfs_strings_free(copies, 3);
+    cfs_perm *perm = cfs_perm_new(3, 0);
+    cfs_array *view = perm ? cfs_perm_rows(mem, perm) : NULL;
+    CHECK(view && cfs_array_read_strings(view, &start, &n, got, pool, &err) == 0);
+    int permuted = view != NULL;
+    for (uint64_t j = 0; permuted && j < 3; j++)
+        permuted = got[j] == data[perm->order[j]];
+    CHECK(permuted);
+    cfs_array_unref(view);
+    cfs_perm_unref(perm);
+    cfs_array_unref(mem);
+    cfs_strpool_free(pool);
+}
+
+/* An HDF5 string column read into a pool holds what a plain read copies out. */
+static void test_h5_read_strings(void)
+{
+    char path[4096];
+    fixture_path(path, sizeof path, "h5ad/nonascii.h5ad");
+    cfs_dataset *ds = NULL;
+    cfs_err err = {{0}};
+    CHECK(cfs_format_open(path, &ds, &err) == 0);
+    const cfs_elem *obs = ds ? cfs_elem_child(ds->root, "obs") : NULL;
+    const cfs_array *index = obs && obs->index ? obs->index->values : NULL;
+    CHECK(index && index->dtype == CFS_STRING && index->ndim == 1);
+    if (!index) {
+        cfs_dataset_free(ds);
+        return;
+    }
+    uint64_t start = 0, n = index->shape[0];
+    char **copies = calloc(n, sizeof *copies);
+    const char **pooled = calloc(n, sizeof *pooled);
+    cfs_strpool *pool = cfs_strpool_new();
+    CHECK(cfs_array_read(index, &start, &n, copies, &err) == 0 &&
+          cfs_array_read_strings(index, &start, &n, pooled, pool, &err) == 0);
+    int same = 1;
+    for (uint64_t i = 0; same && i < n; i++)
+        same = copies[i] && pooled[i] && strcmp(copies[i], pooled[i]) == 0 &&
+               cfs_utf8_valid((const unsigned char *)pooled[i], strlen(pooled[i]));
+    CHECK(same);
+    cfs_strings_free(copies, n);
+    free(copies);
+    free(pooled);
+    cfs_strpool_free(pool);
+    cfs_dataset_free(ds);
+}
+
+/* The inverse order is made once, on demand, and inverts order. */
+static void test_perm_pos(void)
+{
+    cfs_perm *p = cfs_perm_new(1000, 3);
+    CHECK(p && p->pos == NULL);
+    if (!p)
+        return;
+    const uint64_t *pos = cfs_perm_pos(p);
+    int inverse = pos != NULL;
+    for (uint64_t j = 0; inverse && j < p->n; j++)
+        inverse = pos[p->order[j]] == j;
+    CHECK(inverse && cfs_perm_pos(p) == pos);
+    cfs_perm_unref(p);
+}
+
+/* Every bidder of one detection sees the same HDF5 file, opened once; the registry's handle is
+ * gone after the winner's open, which holds the only one left. */
+static void test_probe_shares_file(void)
+{
+    char path[4096];
+    fixture_path(path, sizeof path, "h5ad/csr_f32.h5ad");
+    cfs_probe_hdf5 h5 = CFS_PROBE_HDF5_INIT;
+    cfs_probe_input in = {.path = path, .hdf5_offset = 0, .hdf5 = &h5};
+    hid_t first = -1, second = -2;
+    CHECK(cfs_h5_probe(&in, note_file, &first) == 1 && cfs_h5_probe(&in, note_file, &second) == 1);
+    CHECK(first >= 0 && first == second && open_files() == 1);
+    cfs_h5_probe_release(&h5);
+    CHECK(open_files() == 0 && h5.file < 0);
+    cfs_err err = {{0}};
+    CHECK(cfs_format_detect(path, &err) != NULL && open_files() == 0);
+    cfs_dataset *ds = NULL;
+    CHECK(cfs_format_open(path, &ds, &err) == 0 && ds && open_files() == 1);
+    cfs_dataset_free(ds);
+    CHECK(open_files() == 0);
 }
 
 /* A 4 x 3 csr through the gene-major engine with a tiny budget: csc, rows permuted, sorted. */
@@ -580,6 +756,12 @@ int main(void)
     test_gene_major_space();
     test_unique_names();
     test_priority();
+    test_perm_pos();
+    test_utf8_valid();
+    test_strpool();
+    test_read_strings();
+    test_h5_read_strings();
+    test_probe_shares_file();
     test_gene_major_sparse();
     test_zarray_json();
     test_vlen();
