@@ -1049,6 +1049,10 @@ static int build(const char *path, hid_t file, const char *version, cfs_dataset 
         cfs_dataset_free(ds); /* closes the file */
         return -1;
     }
+    /* The arrays keep their own datasets (formats/h5_dormant.h): without this id an idle
+     * file can close. */
+    H5Fclose(h->file);
+    h->file = -1;
     *out = ds;
     return 0;
 }

@@ -3,6 +3,7 @@
 #endif
 
 #include "hdf5_util.h"
+#include "h5_dormant.h"
 
 #include "../src/utf8.h"
 
@@ -104,21 +105,29 @@ void cfs_h5_error_detail(char *buf, size_t len)
     cfs_h5_unlock();
 }
 
-hid_t cfs_h5_file_open(const char *path, cfs_err *err)
+hid_t cfs_h5_read_fapl(void)
 {
-    cfs_h5_lock();
-    hid_t file = -1;
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl < 0) {
-        cfs_err_set(err, "libhdf5 could not create a file access property list");
-        goto out;
-    }
+    if (fapl < 0)
+        return -1;
     /* WEAK: the file really closes when its last object does, so an array that outlives the
      * dataset's file id still reads correctly instead of holding a dead id. */
     H5Pset_fclose_degree(fapl, H5F_CLOSE_WEAK);
 #if CFS_H5_HAVE_FILE_LOCKING_API
     H5Pset_file_locking(fapl, false, true);
 #endif
+    return fapl;
+}
+
+hid_t cfs_h5_file_open(const char *path, cfs_err *err)
+{
+    cfs_h5_lock();
+    hid_t file = -1;
+    hid_t fapl = cfs_h5_read_fapl();
+    if (fapl < 0) {
+        cfs_err_set(err, "libhdf5 could not create a file access property list");
+        goto out;
+    }
     file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     if (file < 0) {
         char detail[512];
@@ -893,24 +902,31 @@ static size_t chunk_cache_bytes(hid_t dset, hid_t dcpl)
     return want > (double)CFS_H5_CACHE_MAX ? CFS_H5_CACHE_MAX : (size_t)want;
 }
 
-static hid_t reopen_with_cache(hid_t loc, const char *name, hid_t dset, size_t cache)
+/* The dataset again, with its access property list in *dapl (kept for later reopens). */
+static hid_t reopen_with_cache(hid_t loc, const char *name, hid_t dset, size_t cache,
+                               hid_t *dapl)
 {
-    hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
-    if (dapl < 0)
+    hid_t pl = H5Pcreate(H5P_DATASET_ACCESS);
+    if (pl < 0)
         return dset;
     hid_t again = -1;
     /* w0 = 1: chunks are read front to back, a fully read chunk is done with. */
-    if (H5Pset_chunk_cache(dapl, CFS_H5_CACHE_SLOTS, cache, 1.0) >= 0)
-        again = H5Dopen2(loc, name, dapl);
-    H5Pclose(dapl);
-    if (again < 0)
+    if (H5Pset_chunk_cache(pl, CFS_H5_CACHE_SLOTS, cache, 1.0) >= 0)
+        again = H5Dopen2(loc, name, pl);
+    if (again < 0) {
+        H5Pclose(pl);
         return dset;
+    }
     H5Dclose(dset);
+    *dapl = pl;
     return again;
 }
 
-static hid_t dataset_open(hid_t loc, const char *name, cfs_err *err)
+/* An open dataset whose filters libhdf5 can decode, and the access properties it was opened
+ * with (H5P_DEFAULT, or a chunk cache sized for row-range reads: the caller closes it). */
+static hid_t dataset_open(hid_t loc, const char *name, hid_t *dapl, cfs_err *err)
 {
+    *dapl = H5P_DEFAULT;
     hid_t dset = H5Dopen2(loc, name, H5P_DEFAULT);
     if (dset < 0) {
         cfs_err_set(err, "'%s' is missing or not a dataset", name);
@@ -929,14 +945,14 @@ static hid_t dataset_open(hid_t loc, const char *name, cfs_err *err)
     }
     size_t cache = chunk_cache_bytes(dset, dcpl);
     H5Pclose(dcpl);
-    return cache ? reopen_with_cache(loc, name, dset, cache) : dset;
+    return cache ? reopen_with_cache(loc, name, dset, cache, dapl) : dset;
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* Dataset-backed arrays */
 
 typedef struct h5_array {
-    hid_t dset;
+    cfs_h5_dset *dset;
     type_plan plan;
     char *name;       /* for messages */
 } h5_array;
@@ -949,15 +965,14 @@ static void h5_array_free(void *ctx)
     cfs_h5_lock();
     if (a->plan.mem >= 0)
         H5Tclose(a->plan.mem);
-    if (a->dset >= 0)
-        H5Dclose(a->dset);
+    cfs_h5_dset_free(a->dset);
     cfs_h5_unlock();
     free(a->name);
     free(a);
 }
 
-static int read_strings_ds(const h5_array *a, hid_t ms, hid_t fs, uint64_t n, char **out,
-                           cfs_strpool *pool, cfs_err *err)
+static int read_strings_ds(const h5_array *a, hid_t dset, hid_t ms, hid_t fs, uint64_t n,
+                           char **out, cfs_strpool *pool, cfs_err *err)
 {
     void *raw = alloc_elems(n, strtype_elem_size(&a->plan.st), err);
     if (!raw)
@@ -965,7 +980,7 @@ static int read_strings_ds(const h5_array *a, hid_t ms, hid_t fs, uint64_t n, ch
     hid_t xfer = vlen_xfer(pool);
     str_dest d = {true, pool};
     int rc;
-    if (xfer < 0 || H5Dread(a->dset, a->plan.mem, ms, fs, xfer, raw) < 0) {
+    if (xfer < 0 || H5Dread(dset, a->plan.mem, ms, fs, xfer, raw) < 0) {
         char detail[256];
         cfs_h5_error_detail(detail, sizeof detail);
         rc = cfs_err_set(err, "reading %s failed: %s", a->name, detail);
@@ -993,15 +1008,18 @@ static int select_slab(hid_t fs, int ndim, const uint64_t *start, const uint64_t
 static int read_locked(const h5_array *a, int ndim, const uint64_t *start, const uint64_t *count,
                        uint64_t n, void *out, cfs_strpool *pool, cfs_err *err)
 {
+    hid_t dset = cfs_h5_dset_id(a->dset, err);
+    if (dset < 0)
+        return -1;
     hsize_t hn = n;
-    hid_t fs = H5Dget_space(a->dset);
+    hid_t fs = H5Dget_space(dset);
     hid_t ms = H5Screate_simple(1, &hn, NULL);
     int rc = 0;
     if (fs < 0 || ms < 0 || select_slab(fs, ndim, start, count) < 0) {
         rc = cfs_err_set(err, "reading %s failed: the selection cannot be made", a->name);
     } else if (a->plan.dtype == CFS_STRING) {
-        rc = read_strings_ds(a, ms, fs, n, out, pool, err);
-    } else if (H5Dread(a->dset, a->plan.mem, ms, fs, H5P_DEFAULT, out) < 0) {
+        rc = read_strings_ds(a, dset, ms, fs, n, out, pool, err);
+    } else if (H5Dread(dset, a->plan.mem, ms, fs, H5P_DEFAULT, out) < 0) {
         char detail[256];
         cfs_h5_error_detail(detail, sizeof detail);
         rc = cfs_err_set(err, "reading %s failed: %s", a->name, detail);
@@ -1079,29 +1097,34 @@ static int dataset_shape(hid_t dset, const char *name, int *ndim, uint64_t *shap
     return 0;
 }
 
-static int plain_array_open(hid_t dset, hid_t type, const char *name, cfs_array **out,
-                            cfs_err *err)
+/* Takes over dset and dapl (kept by the array, or closed on failure). */
+static int plain_array_open(hid_t dset, hid_t dapl, hid_t type, const char *name,
+                            cfs_array **out, cfs_err *err)
 {
     uint64_t shape[CFS_MAX_DIMS];
     int ndim;
-    if (dataset_shape(dset, name, &ndim, shape, err) < 0)
-        return -1;
-    h5_array *a = calloc(1, sizeof *a);
-    if (!a)
-        return cfs_err_set(err, "out of memory");
-    a->dset = -1;
-    if (plan_type(type, &a->plan, err) < 0) {
+    h5_array *a = NULL;
+    cfs_array *arr = NULL;
+    int rc = dataset_shape(dset, name, &ndim, shape, err);
+    if (rc == 0 && !(a = calloc(1, sizeof *a)))
+        rc = cfs_err_set(err, "out of memory");
+    if (rc == 0 && plan_type(type, &a->plan, err) < 0)
+        rc = -1;
+    if (rc == 0 && !(a->name = strdup(name)))
+        rc = cfs_err_set(err, "out of memory");
+    if (rc == 0 && !(arr = cfs_array_new(a->plan.dtype, ndim, shape, &h5_array_ops, a)))
+        rc = cfs_err_set(err, "out of memory");
+    if (rc < 0) {
         h5_array_free(a);
+        H5Dclose(dset);
+        if (dapl != H5P_DEFAULT)
+            H5Pclose(dapl);
         return -1;
     }
-    cfs_array *arr = (a->name = strdup(name))
-                         ? cfs_array_new(a->plan.dtype, ndim, shape, &h5_array_ops, a)
-                         : NULL;
-    if (!arr) {
-        h5_array_free(a);
-        return cfs_err_set(err, "out of memory");
+    if (!(a->dset = cfs_h5_dset_keep(dset, dapl, err))) {
+        cfs_array_unref(arr); /* frees a */
+        return -1;
     }
-    a->dset = dset; /* only now: on failure the caller still owns and closes it */
     *out = arr;
     return 0;
 }
@@ -1339,21 +1362,24 @@ static int rec_array_open(hid_t dset, hid_t ftype, const char *name, cfs_array *
 
 static int array_open_locked(hid_t loc, const char *name, cfs_array **out, cfs_err *err)
 {
-    hid_t dset = dataset_open(loc, name, err);
+    hid_t dapl;
+    hid_t dset = dataset_open(loc, name, &dapl, err);
     if (dset < 0)
         return -1;
     hid_t type = H5Dget_type(dset);
     int rc;
-    if (type < 0)
-        rc = cfs_err_set(err, "'%s' has no readable datatype", name);
-    else if (H5Tget_class(type) == H5T_COMPOUND && !is_complex(type))
-        rc = rec_array_open(dset, type, name, out, err);
-    else if ((rc = plain_array_open(dset, type, name, out, err)) == 0)
-        dset = -1; /* the array owns it now */
+    bool plain = type >= 0 && !(H5Tget_class(type) == H5T_COMPOUND && !is_complex(type));
+    if (plain) {
+        rc = plain_array_open(dset, dapl, type, name, out, err); /* owns dset, dapl now */
+    } else {
+        rc = type < 0 ? cfs_err_set(err, "'%s' has no readable datatype", name)
+                      : rec_array_open(dset, type, name, out, err);
+        H5Dclose(dset);
+        if (dapl != H5P_DEFAULT)
+            H5Pclose(dapl);
+    }
     if (type >= 0)
         H5Tclose(type);
-    if (dset >= 0)
-        H5Dclose(dset);
     return rc;
 }
 
@@ -1400,6 +1426,8 @@ void cfs_h5_probe_release(cfs_probe_hdf5 *h5)
 
 void cfs_h5_close_file(hid_t file)
 {
+    if (file < 0)
+        return;
     cfs_h5_lock();
     H5Fclose(file);
     cfs_h5_unlock();

@@ -32,6 +32,8 @@ long long cfs_h5_signature_offset(const unsigned char *head, size_t len);
  * file stays open until its last object id is closed, so arrays may outlive the file id.
  * Returns a file id, or -1 with libhdf5's own reason in err. */
 hid_t cfs_h5_file_open(const char *path, cfs_err *err);
+/* The file access properties of every open here: read-only use, weak close, no locking. */
+hid_t cfs_h5_read_fapl(void);
 
 /* The most specific message on this thread's HDF5 error stack ("" if none), e.g. "truncated
  * file: eof = 1024, ...". Call it right after the failing call. */

@@ -33,6 +33,7 @@
 #endif
 
 #include "format.h"
+#include "h5_dormant.h"
 #include "hdf5_util.h"
 #include "names.h"
 
@@ -537,7 +538,7 @@ static cfs_array *view_new(view_kind kind, cfs_array *inner)
  * array: each column is one member, read by HDF5 member selection, converted to one dtype. */
 
 typedef struct field_col {
-    hid_t dset;
+    cfs_h5_dset *dset;
     hid_t mtype;        /* compound memory type holding only this member */
 } field_col;
 
@@ -557,8 +558,7 @@ static void fields_free(void *ctx)
     for (size_t i = 0; i < f->ncols; i++) {
         if (f->cols[i].mtype >= 0)
             H5Tclose(f->cols[i].mtype);
-        if (f->cols[i].dset >= 0)
-            H5Dclose(f->cols[i].dset);
+        cfs_h5_dset_free(f->cols[i].dset);
     }
     cfs_h5_unlock();
     free(f->cols);
@@ -569,12 +569,15 @@ static void fields_free(void *ctx)
 static int fields_read_col(const fields_array *f, const field_col *c, uint64_t r0, uint64_t nr,
                            void *buf, cfs_err *err)
 {
+    hid_t dset = cfs_h5_dset_id(c->dset, err);
+    if (dset < 0)
+        return -1;
     hsize_t hs = r0, hc = nr, hn = nr;
-    hid_t fs = H5Dget_space(c->dset), ms = H5Screate_simple(1, &hn, NULL);
+    hid_t fs = H5Dget_space(dset), ms = H5Screate_simple(1, &hn, NULL);
     int rc = 0;
     if (fs < 0 || ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, &hs, NULL, &hc, NULL) < 0) {
         rc = cfs_err_set(err, "reading %s failed: the selection cannot be made", f->name);
-    } else if (H5Dread(c->dset, c->mtype, ms, fs, H5P_DEFAULT, buf) < 0) {
+    } else if (H5Dread(dset, c->mtype, ms, fs, H5P_DEFAULT, buf) < 0) {
         char detail[256];
         cfs_h5_error_detail(detail, sizeof detail);
         rc = cfs_err_set(err, "reading %s failed: %s", f->name, detail);
@@ -647,13 +650,13 @@ static int fields_open(hid_t grp, const field_ref *refs, size_t ncols, int ndim,
         return oom(err);
     }
     for (size_t i = 0; i < ncols; i++)
-        f->cols[i].dset = f->cols[i].mtype = -1;
+        f->cols[i].mtype = -1;
     f->ncols = ncols;
     cfs_dtype dt = CFS_FLOAT64;
     cfs_dtype *dts = calloc(ncols, sizeof *dts);
     int rc = dts ? 0 : oom(err);
     for (size_t i = 0; rc == 0 && i < ncols; i++) {
-        hid_t d = f->cols[i].dset = H5Dopen2(grp, refs[i].dset, H5P_DEFAULT);
+        hid_t d = H5Dopen2(grp, refs[i].dset, H5P_DEFAULT);
         hid_t t = d >= 0 ? H5Dget_type(d) : -1;
         int m = t >= 0 ? H5Tget_member_index(t, refs[i].member) : -1;
         if (m < 0)
@@ -662,6 +665,10 @@ static int fields_open(hid_t grp, const field_ref *refs, size_t ncols, int ndim,
             rc = member_dtype(t, (unsigned)m, refs[i].member, &dts[i], err);
         if (t >= 0)
             H5Tclose(t);
+        if (rc == 0 && !(f->cols[i].dset = cfs_h5_dset_keep(d, H5P_DEFAULT, err)))
+            rc = -1;
+        else if (rc < 0 && d >= 0)
+            H5Dclose(d);
     }
     if (rc == 0) {
         dt = dts[0];
@@ -2134,6 +2141,10 @@ static int build(const char *path, hid_t file, cfs_dataset **out, cfs_err *err)
         cfs_dataset_free(ds); /* closes the file */
         return -1;
     }
+    /* The arrays keep their own datasets (formats/h5_dormant.h): without this id an idle
+     * file can close. */
+    H5Fclose(h->file);
+    h->file = -1;
     *out = ds;
     return 0;
 }

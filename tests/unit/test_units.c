@@ -10,6 +10,7 @@
 
 #include "../../cache/cache.h"
 #include "../../formats/hdf5_util.h"
+#include "../../formats/h5_dormant.h"
 #include "../../formats/names.h"
 #include "../../src/catalog.h"
 #include "../../src/chunking.h"
@@ -452,7 +453,7 @@ static void test_perm_pos(void)
 }
 
 /* Every bidder of one detection sees the same HDF5 file, opened once; the registry's handle is
- * gone after the winner's open, which holds the only one left. */
+ * gone after the winner's open, whose file stays open through its datasets only. */
 static void test_probe_shares_file(void)
 {
     char path[4096];
@@ -467,9 +468,74 @@ static void test_probe_shares_file(void)
     cfs_err err = {{0}};
     CHECK(cfs_format_detect(path, &err) != NULL && open_files() == 0);
     cfs_dataset *ds = NULL;
-    CHECK(cfs_format_open(path, &ds, &err) == 0 && ds && open_files() == 1);
+    CHECK(cfs_format_open(path, &ds, &err) == 0 && ds && open_files() == 0);
+    CHECK(cfs_h5_awake_files() == 1);
     cfs_dataset_free(ds);
-    CHECK(open_files() == 0);
+    CHECK(open_files() == 0 && cfs_h5_awake_files() == 0);
+}
+
+static void remove_folder(const char *dir);
+
+/* The obs index of an opened h5ad, read whole into names[0..n). */
+static int read_index(cfs_dataset *ds, char ***names, uint64_t *n, cfs_err *err)
+{
+    const cfs_elem *obs = cfs_elem_child(ds->root, "obs");
+    const cfs_array *index = obs && obs->index ? obs->index->values : NULL;
+    if (!index)
+        return -1;
+    uint64_t start = 0;
+    *n = index->shape[0];
+    *names = calloc(*n, sizeof **names);
+    return *names ? cfs_array_read(index, &start, n, *names, err) : -1;
+}
+
+/* More sources than may stay open: the least recently used files close their datasets (and
+ * so themselves); a read of one opens it again, the same inode even after it was renamed, and
+ * reads what it read before. One replaced meanwhile fails its reads (it is never read from
+ * the file now at its path). */
+static void test_dormant_files(void)
+{
+    enum { N = CFS_H5_AWAKE_FILES + 4 };
+    char dir[] = "/tmp/cfs-unit-dormant-XXXXXX", src[4096], other[4096], path[N][256];
+    char cmd[10000];
+    CHECK(mkdtemp(dir) != NULL);
+    fixture_path(src, sizeof src, "h5ad/csr_f32.h5ad");
+    fixture_path(other, sizeof other, "h5ad/dense_f32.h5ad");
+    cfs_dataset *ds[N] = {0};
+    cfs_err err = {{0}};
+    int opened = 1;
+    for (int i = 0; i < N && opened; i++) {
+        snprintf(path[i], sizeof path[i], "%s/s%d.h5ad", dir, i);
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, path[i]);
+        opened = system(cmd) == 0 && cfs_format_open(path[i], &ds[i], &err) == 0;
+    }
+    CHECK(opened && cfs_h5_awake_files() == CFS_H5_AWAKE_FILES);
+    /* s0 and s1 doze; s0 is replaced at its path, s1 renamed. */
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s.new' && mv '%s.new' '%s' && mv '%s' '%s.moved'",
+             other, path[0], path[0], path[0], path[1], path[1]);
+    CHECK(system(cmd) == 0);
+    char **names = NULL, **again = NULL, **replaced = NULL;
+    uint64_t n = 0, n2 = 0, n0 = 0;
+    CHECK(ds[1] && read_index(ds[1], &names, &n, &err) == 0);
+    CHECK(cfs_h5_awake_files() == CFS_H5_AWAKE_FILES);
+    CHECK(ds[N - 1] && read_index(ds[N - 1], &again, &n2, &err) == 0 && n2 == n);
+    int same = names && again;
+    for (uint64_t k = 0; same && k < n; k++)
+        same = names[k] && again[k] && strcmp(names[k], again[k]) == 0;
+    CHECK(same);
+    CHECK(ds[0] && read_index(ds[0], &replaced, &n0, &err) < 0 &&
+          strstr(err.msg, "removed or replaced") != NULL);
+    if (names)
+        cfs_strings_free(names, n);
+    if (again)
+        cfs_strings_free(again, n2);
+    free(names);
+    free(again);
+    free(replaced);
+    for (int i = 0; i < N; i++)
+        cfs_dataset_free(ds[i]);
+    CHECK(cfs_h5_awake_files() == 0);
+    remove_folder(dir);
 }
 
 /* A 4 x 3 csr through the gene-major engine with a tiny budget: csc, rows permuted, sorted. */
@@ -762,6 +828,7 @@ int main(void)
     test_read_strings();
     test_h5_read_strings();
     test_probe_shares_file();
+    test_dormant_files();
     test_gene_major_sparse();
     test_zarray_json();
     test_vlen();

@@ -1,0 +1,250 @@
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* F_DUPFD_CLOEXEC */
+#endif
+
+#include "h5_dormant.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hdf5_util.h"
+
+/* One source file, for as long as one of its datasets is kept. */
+typedef struct file_rec {
+    struct file_rec *next;
+    int fd;                     /* pins the inode the datasets were found in */
+    unsigned long fileno;       /* libhdf5's serial number of the file while open, else 0 */
+    cfs_h5_dset **dsets;
+    size_t n, cap;
+    size_t open;                /* how many of them have an open id */
+    uint64_t last_use;
+} file_rec;
+
+struct cfs_h5_dset {
+    file_rec *file;
+    char *path;
+    hid_t dapl;
+    hid_t id;                   /* -1 while closed */
+};
+
+static file_rec *files;
+static uint64_t use_clock;
+
+static bool awake(const file_rec *f)
+{
+    return f->open > 0;
+}
+
+size_t cfs_h5_awake_files(void)
+{
+    size_t n = 0;
+    for (const file_rec *f = files; f; f = f->next)
+        n += awake(f);
+    return n;
+}
+
+/* Closes every dataset of f; libhdf5 closes the file with the last id on it. */
+static void doze(file_rec *f)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (f->dsets[i]->id >= 0) {
+            H5Dclose(f->dsets[i]->id);
+            f->dsets[i]->id = -1;
+        }
+    f->open = 0;
+    f->fileno = 0;
+}
+
+/* f was just used: the least recently used files beyond the limit doze. */
+static void touch(file_rec *f)
+{
+    f->last_use = ++use_clock;
+    while (cfs_h5_awake_files() > CFS_H5_AWAKE_FILES) {
+        file_rec *oldest = NULL;
+        for (file_rec *g = files; g; g = g->next)
+            if (g != f && awake(g) && (!oldest || g->last_use < oldest->last_use))
+                oldest = g;
+        if (!oldest)
+            return;
+        doze(oldest);
+    }
+}
+
+static file_rec *find_open(unsigned long fileno)
+{
+    for (file_rec *f = files; f; f = f->next)
+        if (awake(f) && f->fileno == fileno)
+            return f;
+    return NULL;
+}
+
+/* The record of the file dset lives in: the awake one, or a new one holding a copy of
+ * libhdf5's own descriptor of it. */
+static file_rec *record_of(hid_t dset, cfs_err *err)
+{
+    hid_t file = H5Iget_file_id(dset);
+    cfs_h5_objkey key;
+    void *handle = NULL;
+    if (file < 0 || cfs_h5_object_key(dset, &key) < 0 ||
+        H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || !handle) {
+        if (file >= 0)
+            H5Fclose(file);
+        cfs_err_set(err, "libhdf5 cannot tell which file a dataset is in");
+        return NULL;
+    }
+    H5Fclose(file);
+    file_rec *f = find_open(key.fileno);
+    if (f)
+        return f;
+    f = calloc(1, sizeof *f);
+    if (!f) {
+        cfs_err_set(err, "out of memory");
+        return NULL;
+    }
+    f->fd = fcntl(*(int *)handle, F_DUPFD_CLOEXEC, 0);
+    if (f->fd < 0) {
+        free(f);
+        cfs_err_set(err, "cannot keep a descriptor of the file: %s", strerror(errno));
+        return NULL;
+    }
+    f->fileno = key.fileno;
+    f->next = files;
+    files = f;
+    return f;
+}
+
+static void drop_record(file_rec *f)
+{
+    for (file_rec **p = &files; *p; p = &(*p)->next)
+        if (*p == f) {
+            *p = f->next;
+            break;
+        }
+    close(f->fd);
+    free(f->dsets);
+    free(f);
+}
+
+static int add_dset(file_rec *f, cfs_h5_dset *d)
+{
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 8;
+        cfs_h5_dset **grown = realloc(f->dsets, cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        f->dsets = grown;
+        f->cap = cap;
+    }
+    f->dsets[f->n++] = d;
+    return 0;
+}
+
+static char *object_path(hid_t obj)
+{
+    ssize_t len = H5Iget_name(obj, NULL, 0);
+    char *path = len > 0 ? malloc((size_t)len + 1) : NULL;
+    if (path && H5Iget_name(obj, path, (size_t)len + 1) != len) {
+        free(path);
+        path = NULL;
+    }
+    return path;
+}
+
+cfs_h5_dset *cfs_h5_dset_keep(hid_t dset, hid_t dapl, cfs_err *err)
+{
+    cfs_h5_dset *d = calloc(1, sizeof *d);
+    file_rec *f = d ? record_of(dset, err) : NULL;
+    if (d && f && (d->path = object_path(dset)) && add_dset(f, d) == 0) {
+        d->file = f;
+        d->dapl = dapl;
+        d->id = dset;
+        f->open++;
+        touch(f);
+        return d;
+    }
+    if (d && f && f->n == 0)
+        drop_record(f);
+    if (!d || f)
+        cfs_err_set(err, "out of memory");
+    if (d)
+        free(d->path);
+    free(d);
+    H5Dclose(dset);
+    if (dapl != H5P_DEFAULT)
+        H5Pclose(dapl);
+    return NULL;
+}
+
+/* True when the kept descriptor's file no longer has a name: libhdf5 opens files by name
+ * (it resolves /proc/self/fd links to their target), so such a file cannot be opened again. */
+static bool unlinked(const char *fdpath)
+{
+    struct stat st;
+    int fd = open(fdpath, O_RDONLY | O_CLOEXEC);
+    bool gone = fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink == 0;
+    if (fd >= 0)
+        close(fd);
+    return gone;
+}
+
+static int wake(cfs_h5_dset *d, cfs_err *err)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", d->file->fd);
+    if (unlinked(path))
+        return cfs_err_set(err, "%s: the file was removed or replaced since it was opened",
+                           d->path);
+    hid_t fapl = cfs_h5_read_fapl();
+    hid_t file = fapl >= 0 ? H5Fopen(path, H5F_ACC_RDONLY, fapl) : -1;
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    d->id = file >= 0 ? H5Dopen2(file, d->path, d->dapl) : -1;
+    cfs_h5_objkey key;
+    if (d->id >= 0 && !awake(d->file) && cfs_h5_object_key(d->id, &key) == 0)
+        d->file->fileno = key.fileno;
+    if (file >= 0)
+        H5Fclose(file); /* the dataset keeps it open */
+    if (d->id < 0) {
+        char detail[256];
+        cfs_h5_error_detail(detail, sizeof detail);
+        return cfs_err_set(err, "%s cannot be opened again: %s", d->path, detail);
+    }
+    d->file->open++;
+    return 0;
+}
+
+hid_t cfs_h5_dset_id(cfs_h5_dset *d, cfs_err *err)
+{
+    if (d->id < 0 && wake(d, err) < 0)
+        return -1;
+    touch(d->file);
+    return d->id;
+}
+
+void cfs_h5_dset_free(cfs_h5_dset *d)
+{
+    if (!d)
+        return;
+    file_rec *f = d->file;
+    if (d->id >= 0) {
+        H5Dclose(d->id);
+        f->open--;
+    }
+    for (size_t i = 0; i < f->n; i++)
+        if (f->dsets[i] == d) {
+            f->dsets[i] = f->dsets[--f->n];
+            break;
+        }
+    if (f->n == 0)
+        drop_record(f);
+    if (d->dapl != H5P_DEFAULT)
+        H5Pclose(d->dapl);
+    free(d->path);
+    free(d);
+}
