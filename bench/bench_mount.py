@@ -19,14 +19,16 @@ Ctrl-C, SIGTERM), nginx is stopped first, then every mount is unmounted with `fu
 lingers); the script then checks that no mount or process of its own is left.
 
 Figures:
-  (a) cold first view: with a fresh cache dir, from the start of `cellucid-fs mount` to the last
-      byte of, fetched over HTTP from nginx on the mount on one keep-alive connection:
+  (a) cold first view: with a fresh cache dir, from the moment the new mount serves (MNT is a
+      mount point) to the last byte of, fetched over HTTP from nginx on the mount on one
+      keep-alive connection:
       .zmetadata, then every chunk of obs/_index, of one categorical obs column (codes and
       categories; `batch`, else the first categorical, else cellucid_original_position) and of
       obsm/X_umap (else the first obsm entry), the chunk keys computed from .zmetadata. Median of
       --cold-runs runs, each checked byte for byte against `export`. Baseline: anndata read_h5ad +
       write_zarr of the same file, timed inside a fresh Python (imports excluded).
-      Ratio baseline / ours. Target: >= 100x.
+      Ratio baseline / ours. Target: >= 100x. Also shown, as (a'), the same view timed from the
+      start of `cellucid-fs mount` (a dataset first viewed right as the mount starts).
   (b) warm throughput: every chunk of the store read through nginx on one keep-alive connection,
       from the mount (after a warm-up pass, which is also the pass that makes every chunk) and
       from the `export` of the same file with the same options (after a warm-up pass too);
@@ -527,7 +529,7 @@ def bench(args, binary, work):
     t_anndata = bench_layout.run_anndata_baseline(src, work / "anndata.zarr")
     shutil.rmtree(work / "anndata.zarr", ignore_errors=True)
     n_mnt = nginx_on(work / "mnt", work / "nginx-mnt")
-    cold, cold_steps = [], []
+    cold, cold_steps, cold_with_mount = [], [], []
     m = None
     for run in range(args.cold_runs):
         log(f"(a) cold first view, run {run + 1} of {args.cold_runs} ...")
@@ -536,11 +538,13 @@ def bench(args, binary, work):
             if problems:
                 raise RuntimeError("(a) unclean unmount: " + "; ".join(problems))
         dt, nbytes, nfiles, m, what = cold_view(binary, src, store_id, work, opts, n_mnt, out_store, run)
-        cold.append(dt)
+        cold_with_mount.append(dt)
+        cold.append(dt - m.steps[0][1])
         cold_steps.append(m.steps)
         log(f"  {dt * 1e3:.0f} ms for {nfiles} files, {nbytes / MB:.2f} MB: "
             + ", ".join(f"{k} {v * 1e3:.0f}" for k, v in m.steps) + " ms")
     t_cold = statistics.median(cold)
+    t_cold_mount = statistics.median(cold_with_mount)
     steps_med = cold_steps[cold.index(t_cold)] if t_cold in cold else cold_steps[-1]
 
     # (b) ------------------------------------------------------------------------------------
@@ -609,11 +613,15 @@ def bench(args, binary, work):
 
     # report ---------------------------------------------------------------------------------
     ratio_a = t_anndata / t_cold
+    ratio_a_mount = t_anndata / t_cold_mount
     ok_c = hc["errors"] == 0 and hc["wrong"] == 0 and hc["requests"] > 0
     rows = [
         ("(a) cold first view", f"{t_cold * 1e3:.0f} ms",
          f"anndata read_h5ad + write_zarr {t_anndata:.2f} s",
          f"{ratio_a:.0f}x faster", f">= {TARGETS['a']:.0f}x", ratio_a >= TARGETS["a"]),
+        ("(a') the same, mount start included", f"{t_cold_mount * 1e3:.0f} ms",
+         f"anndata read_h5ad + write_zarr {t_anndata:.2f} s",
+         f"{ratio_a_mount:.0f}x faster", f">= {TARGETS['a']:.0f}x", ratio_a_mount >= TARGETS["a"]),
         ("(b) warm throughput, every chunk", f"{mb_mnt:.0f} MB/s via mount",
          f"nginx on the export {mb_disk:.0f} MB/s", f"{ratio_b:.2f}", f">= {TARGETS['b']}",
          ratio_b >= TARGETS["b"]),
@@ -651,6 +659,7 @@ def bench(args, binary, work):
     print(json.dumps({
         "cells": cells, "genes": genes, "nnz": nnz, "chunks": len(keys), "store_mb": round(store_bytes / MB, 1),
         "cold_view_s": round(t_cold, 4), "cold_view_runs_s": [round(x, 4) for x in cold],
+        "cold_view_with_mount_s": round(t_cold_mount, 4), "ratio_a_with_mount": round(ratio_a_mount, 1),
         "cold_view_steps_s": {k: round(v, 4) for k, v in steps_med},
         "anndata_s": round(t_anndata, 3), "ratio_a": round(ratio_a, 1),
         "warm_mount_mb_s": round(mb_mnt, 1), "warm_disk_mb_s": round(mb_disk, 1), "ratio_b": round(ratio_b, 3),
