@@ -6,7 +6,6 @@
 #define FUSE_USE_VERSION 312
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
@@ -20,13 +19,29 @@
 #include "../cache/cache.h"
 #include "../src/volume.h"
 #include "../src/watch.h"
+#include "files.h"
 #include "mount.h"
 
 enum { LONG_TIMEOUT = 86400 };
 
-static cfs_volume *volume_of(fuse_req_t req)
+/* What the request handlers share. */
+typedef struct mount_state {
+    cfs_volume *vol;
+    cfs_files *files;
+} mount_state;
+
+/* Slots of fuse/files.h: twice the loop's threads, so that the files being read at one moment
+ * do not push each other out between their pieces. */
+enum { LOOP_THREADS = 16, FILE_SLOTS = 2 * LOOP_THREADS };
+
+static mount_state *state_of(fuse_req_t req)
 {
     return fuse_req_userdata(req);
+}
+
+static cfs_volume *volume_of(fuse_req_t req)
+{
+    return state_of(req)->vol;
 }
 
 static void to_stat(const cfs_vattr *a, struct stat *st)
@@ -115,14 +130,20 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     free(f.buf);
 }
 
-/* An open file: its bytes are read whole (chunks are at most a few MiB) at the first read that
- * reaches us. With keep_cache a warm file is served by the kernel's page cache and its opens
- * never touch the cache index. */
-typedef struct open_file {
-    pthread_mutex_t lock;
-    bool loaded;
-    cfs_buf bytes;
-} open_file;
+/* Reads: a file's bytes are fetched at the first read that reaches us (never at open, so a warm
+ * file, served by the kernel's page cache, never touches the cache index) and shared by all the
+ * pieces the kernel asks for (fuse/files.h). */
+static int load_file(void *ctx, uint64_t ino, cfs_buf *out, cfs_err *err)
+{
+    return cfs_volume_read_all(ctx, ino, out, err);
+}
+
+static void reply_piece(fuse_req_t req, const cfs_buf *b, size_t size, off_t off)
+{
+    size_t start = (size_t)off < b->len ? (size_t)off : b->len;
+    size_t n = b->len - start < size ? b->len - start : size;
+    fuse_reply_buf(req, (const char *)b->data + start, n);
+}
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -135,48 +156,55 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, a.is_dir ? EISDIR : ENOENT);
         return;
     }
-    open_file *f = calloc(1, sizeof *f);
-    if (!f) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    pthread_mutex_init(&f->lock, NULL);
-    fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = !a.volatile_size;
     fi->direct_io = a.volatile_size;
     fuse_reply_open(req, fi);
 }
 
+static void read_failed(fuse_req_t req, fuse_ino_t ino, const cfs_err *err)
+{
+    /* Never a partial or wrong chunk: the read fails and the mount goes on. */
+    fprintf(stderr, "cellucid-fs: inode %llu: %s\n", (unsigned long long)ino, err->msg);
+    fuse_reply_err(req, EIO);
+}
+
+/* The status document changes under the same version: every read renders it anew. */
+static void read_volatile(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off)
+{
+    cfs_buf b = {0};
+    cfs_err err = {{0}};
+    if (cfs_volume_read_all(volume_of(req), ino, &b, &err) < 0)
+        read_failed(req, ino, &err);
+    else
+        reply_piece(req, &b, size, off);
+    cfs_buf_free(&b);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
-    open_file *f = (open_file *)(uintptr_t)fi->fh;
+    (void)fi;
+    mount_state *s = state_of(req);
+    cfs_vattr a;
     cfs_err err = {{0}};
-    pthread_mutex_lock(&f->lock);
-    if (!f->loaded && cfs_volume_read_all(volume_of(req), ino, &f->bytes, &err) < 0) {
-        pthread_mutex_unlock(&f->lock);
-        /* Never a partial or wrong chunk: the read fails and the mount goes on. */
-        fprintf(stderr, "cellucid-fs: inode %llu: %s\n", (unsigned long long)ino, err.msg);
-        cfs_buf_reset(&f->bytes);
-        fuse_reply_err(req, EIO);
+    if (cfs_volume_getattr(s->vol, ino, &a) < 0) {
+        cfs_err_set(&err, "no such file");
+        read_failed(req, ino, &err);
         return;
     }
-    f->loaded = true;
-    pthread_mutex_unlock(&f->lock);
-    const cfs_buf *b = &f->bytes;
-    size_t start = (size_t)off < b->len ? (size_t)off : b->len;
-    size_t n = b->len - start < size ? b->len - start : size;
-    fuse_reply_buf(req, (const char *)b->data + start, n);
-}
-
-static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-    (void)ino;
-    open_file *f = (open_file *)(uintptr_t)fi->fh;
-    cfs_buf_free(&f->bytes);
-    pthread_mutex_destroy(&f->lock);
-    free(f);
-    fuse_reply_err(req, 0);
+    if (a.volatile_size) {
+        read_volatile(req, ino, size, off);
+        return;
+    }
+    cfs_file_version v = {ino, a.size, a.mtime};
+    cfs_file *file = cfs_files_get(s->files, &v, &err);
+    if (!file) {
+        read_failed(req, ino, &err);
+        return;
+    }
+    const cfs_buf *b = cfs_file_bytes(file);
+    reply_piece(req, b, size, off);
+    cfs_files_put(s->files, file, (size_t)off + size >= b->len);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -195,7 +223,6 @@ static const struct fuse_lowlevel_ops ops = {
     .readdir = op_readdir,
     .open = op_open,
     .read = op_read,
-    .release = op_release,
 };
 
 /* $XDG_CACHE_HOME/cellucid-fs, or /var/cache/cellucid-fs for root, else ~/.cache/... */
@@ -232,14 +259,14 @@ static int check_paths(const char *src, const char *mnt)
     return 0;
 }
 
-static struct fuse_session *new_session(const char *fuse_opts, bool debug, cfs_volume *vol)
+static struct fuse_session *new_session(const char *fuse_opts, bool debug, mount_state *st)
 {
     char opts[1200];
     snprintf(opts, sizeof opts, "ro,fsname=cellucid-fs,subtype=cellucid-fs,max_read=1048576%s%s",
              fuse_opts[0] ? "," : "", fuse_opts);
     char *argv[] = {"cellucid-fs", "-o", opts, debug ? "-d" : NULL, NULL};
     struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, argv);
-    return fuse_session_new(&args, &ops, sizeof ops, vol);
+    return fuse_session_new(&args, &ops, sizeof ops, st);
 }
 
 /* After a source changes: drop the kernel's cached entry (and data) of what changed. */
@@ -257,7 +284,7 @@ static int serve(struct fuse_session *se)
     if (!cfg)
         return -1;
     fuse_loop_cfg_set_clone_fd(cfg, 0);
-    fuse_loop_cfg_set_max_threads(cfg, 16);
+    fuse_loop_cfg_set_max_threads(cfg, LOOP_THREADS);
     int rc = fuse_session_loop_mt(se, cfg);
     fuse_loop_cfg_destroy(cfg);
     return rc;
@@ -308,7 +335,8 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);
         return 1;
     }
-    struct fuse_session *se = new_session(opts->fuse_opts, debug, vol);
+    mount_state st = {vol, cfs_files_new(FILE_SLOTS, load_file, vol)};
+    struct fuse_session *se = st.files ? new_session(opts->fuse_opts, debug, &st) : NULL;
     int status = 1;
     if (se && fuse_set_signal_handlers(se) == 0) {
         if (fuse_session_mount(se, mnt) == 0) {
@@ -338,6 +366,7 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
     }
     if (se)
         fuse_session_destroy(se);
+    cfs_files_free(st.files);
     cfs_volume_close(vol);
     return status;
 }
