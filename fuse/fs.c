@@ -6,6 +6,7 @@
 #define FUSE_USE_VERSION 312
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
@@ -24,10 +25,21 @@
 
 enum { LONG_TIMEOUT = 86400 };
 
+/* The status document as the kernel was last told it is (at lookup or getattr): the reads that
+ * follow must get bytes of exactly that size, and its mtime (so nginx's ETag) moves whenever
+ * its bytes do. */
+typedef struct status_doc {
+    pthread_mutex_t lock;
+    uint64_t ino;
+    cfs_buf text;
+    struct timespec mtime;
+} status_doc;
+
 /* What the request handlers share. */
 typedef struct mount_state {
     cfs_volume *vol;
     cfs_files *files;
+    status_doc status;
 } mount_state;
 
 /* Slots of fuse/files.h: twice the loop's threads, so that the files being read at one moment
@@ -56,6 +68,71 @@ static void to_stat(const cfs_vattr *a, struct stat *st)
     st->st_mtim = st->st_ctim = st->st_atim = a->mtime;
 }
 
+static void reply_piece(fuse_req_t req, const cfs_buf *b, size_t size, off_t off)
+{
+    size_t start = (size_t)off < b->len ? (size_t)off : b->len;
+    size_t n = b->len - start < size ? b->len - start : size;
+    fuse_reply_buf(req, (const char *)b->data + start, n);
+}
+
+/* A time after prev: the kernel drops a file's cached pages when its mtime moves, and two
+ * renderings may fall within one tick of the clock. */
+static struct timespec later_than(struct timespec prev)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (now.tv_sec > prev.tv_sec || (now.tv_sec == prev.tv_sec && now.tv_nsec > prev.tv_nsec))
+        return now;
+    prev.tv_nsec++;
+    if (prev.tv_nsec == 1000000000L) {
+        prev.tv_sec++;
+        prev.tv_nsec = 0;
+    }
+    return prev;
+}
+
+static bool same_bytes(const cfs_buf *a, const cfs_buf *b)
+{
+    return a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
+}
+
+/* Renders the status document; a new text becomes the one reads get, with a new mtime. The
+ * size and mtime of a are those of the text reads get. */
+static void status_refresh(mount_state *s, cfs_vattr *a)
+{
+    status_doc *d = &s->status;
+    cfs_buf fresh = {0};
+    cfs_err err = {{0}};
+    int rc = cfs_volume_read_all(s->vol, a->ino, &fresh, &err);
+    pthread_mutex_lock(&d->lock);
+    if (rc == 0 && (d->ino != a->ino || !same_bytes(&fresh, &d->text))) {
+        cfs_buf old = d->text;
+        d->text = fresh;
+        fresh = old;
+        d->ino = a->ino;
+        d->mtime = later_than(d->mtime);
+    }
+    a->size = d->ino == a->ino ? d->text.len : 0;
+    a->mtime = d->mtime;
+    pthread_mutex_unlock(&d->lock);
+    cfs_buf_free(&fresh);
+}
+
+static void read_status(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off)
+{
+    status_doc *d = &state_of(req)->status;
+    pthread_mutex_lock(&d->lock);
+    if (d->ino != ino) {
+        /* A read before any lookup of the status document: render it now. */
+        pthread_mutex_unlock(&d->lock);
+        cfs_vattr a = {.ino = ino};
+        status_refresh(state_of(req), &a);
+        pthread_mutex_lock(&d->lock);
+    }
+    reply_piece(req, &d->text, size, off);
+    pthread_mutex_unlock(&d->lock);
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     cfs_vattr a;
@@ -75,6 +152,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, -rc);
         return;
     }
+    if (a.volatile_size)
+        status_refresh(state_of(req), &a);
     e.ino = a.ino;
     e.generation = 1;
     to_stat(&a, &e.attr);
@@ -90,6 +169,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, ENOENT);
         return;
     }
+    if (a.volatile_size)
+        status_refresh(state_of(req), &a);
     struct stat st;
     to_stat(&a, &st);
     fuse_reply_attr(req, &st, a.volatile_size ? 0 : LONG_TIMEOUT);
@@ -138,13 +219,6 @@ static int load_file(void *ctx, uint64_t ino, cfs_buf *out, cfs_err *err)
     return cfs_volume_read_all(ctx, ino, out, err);
 }
 
-static void reply_piece(fuse_req_t req, const cfs_buf *b, size_t size, off_t off)
-{
-    size_t start = (size_t)off < b->len ? (size_t)off : b->len;
-    size_t n = b->len - start < size ? b->len - start : size;
-    fuse_reply_buf(req, (const char *)b->data + start, n);
-}
-
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     if ((fi->flags & O_ACCMODE) != O_RDONLY) {
@@ -168,18 +242,6 @@ static void read_failed(fuse_req_t req, fuse_ino_t ino, const cfs_err *err)
     fuse_reply_err(req, EIO);
 }
 
-/* The status document changes under the same version: every read renders it anew. */
-static void read_volatile(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off)
-{
-    cfs_buf b = {0};
-    cfs_err err = {{0}};
-    if (cfs_volume_read_all(volume_of(req), ino, &b, &err) < 0)
-        read_failed(req, ino, &err);
-    else
-        reply_piece(req, &b, size, off);
-    cfs_buf_free(&b);
-}
-
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
@@ -193,7 +255,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     if (a.volatile_size) {
-        read_volatile(req, ino, size, off);
+        read_status(req, ino, size, off);
         return;
     }
     cfs_file_version v = {ino, a.size, a.mtime};
@@ -335,7 +397,8 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);
         return 1;
     }
-    mount_state st = {vol, cfs_files_new(FILE_SLOTS, load_file, vol)};
+    mount_state st = {.vol = vol, .files = cfs_files_new(FILE_SLOTS, load_file, vol)};
+    pthread_mutex_init(&st.status.lock, NULL);
     struct fuse_session *se = st.files ? new_session(opts->fuse_opts, debug, &st) : NULL;
     int status = 1;
     if (se && fuse_set_signal_handlers(se) == 0) {
@@ -367,6 +430,8 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
     if (se)
         fuse_session_destroy(se);
     cfs_files_free(st.files);
+    cfs_buf_free(&st.status.text);
+    pthread_mutex_destroy(&st.status.lock);
     cfs_volume_close(vol);
     return status;
 }

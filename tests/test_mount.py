@@ -567,6 +567,50 @@ def test_nginx_serves_the_mount(cfs, mounts, nginx_on, oracle, big, tmp_path):
     assert_big_equal(big_http, ad.read_h5ad(big(40_000)), "big")
 
 
+def test_status_fresh_at_every_read(cfs, mounts, nginx_on, tmp_path):
+    """status.json changes under one inode: every read after a change of its bytes gets the new
+    bytes whole (st_size = bytes read, valid JSON), dated anew (the ETag moves with them); bytes
+    that did not change keep their date. The same through nginx (Content-Length = body)."""
+    src = copy_fixtures(tmp_path / "src", ["csr_f32"])
+    m = mounts(src)
+    status, store = m.mnt / "status.json", m.mnt / "csr_f32.zarr"
+    web = nginx_on(m.mnt)
+
+    def by_read():
+        """As a reader without stat: open, read(2) until EOF."""
+        fd = os.open(status, os.O_RDONLY)
+        try:
+            parts = []
+            while part := os.read(fd, 256):
+                parts.append(part)
+            return b"".join(parts)
+        finally:
+            os.close(fd)
+
+    def by_http():
+        code, headers, body = web.request("status.json")
+        assert code == 200 and int(headers["content-length"]) == len(body), (code, headers, len(body))
+        return body, headers["etag"]
+
+    def produced(data):
+        return json.loads(data)["cache"]["produced"]
+
+    first = read_checked(status)
+    mtime = os.stat(status).st_mtime_ns
+    assert read_checked(status) == first and os.stat(status).st_mtime_ns == mtime, "unchanged bytes, new date"
+    body, etag = by_http()
+    assert body == first and by_http() == (body, etag)
+    for k, chunk in enumerate(chunk_files(store)[:6]):
+        (store / chunk).read_bytes()     # its first lookup makes it: the counters move
+        how = [lambda: read_checked(status), by_read, lambda: by_http()[0]][k % 3]
+        now = how()
+        assert produced(now) == produced(first) + k + 1, (k, chunk, now)
+        assert os.stat(status).st_mtime_ns > mtime, "new bytes, same date"
+        mtime = os.stat(status).st_mtime_ns
+    body2, etag2 = by_http()
+    assert etag2 != etag and produced(body2) == produced(first) + 6
+
+
 # ---------------------------------------------------------------------------------------------
 # 3. the cache
 
