@@ -1,7 +1,8 @@
 /*
  * Kernel requests to volume nodes, through libfuse's low-level API: stable inode numbers, long
  * entry and attribute timeouts (content is immutable per source version), cached negative
- * lookups (clients probe for keys that do not exist), keep_cache, read-only.
+ * lookups (clients probe for keys that do not exist), keep_cache, read-only. Where the kernel
+ * can, it opens files itself (no-open mode): a warm file costs a static server no round trip.
  */
 #define FUSE_USE_VERSION 312
 
@@ -40,6 +41,7 @@ typedef struct mount_state {
     cfs_volume *vol;
     cfs_files *files;
     status_doc status;
+    bool kernel_opens;      /* the kernel's no-open mode (op_open) */
 } mount_state;
 
 /* Slots of fuse/files.h: twice the loop's threads, so that the files being read at one moment
@@ -221,13 +223,20 @@ static int load_file(void *ctx, uint64_t ino, cfs_buf *out, cfs_err *err)
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    /* Unreachable on the ro mount (the VFS refuses a write open first), kept for clarity. */
     if ((fi->flags & O_ACCMODE) != O_RDONLY) {
         fuse_reply_err(req, EROFS);
         return;
     }
+    if (state_of(req)->kernel_opens) {
+        /* From now on the kernel opens files itself, with keep_cache: no open and no release
+         * round trip per request of a static server, which opens the file for each. */
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
     cfs_vattr a;
-    if (cfs_volume_getattr(volume_of(req), ino, &a) < 0 || a.is_dir) {
-        fuse_reply_err(req, a.is_dir ? EISDIR : ENOENT);
+    if (cfs_volume_getattr(volume_of(req), ino, &a) < 0) {
+        fuse_reply_err(req, ENOENT);
         return;
     }
     fi->keep_cache = !a.volatile_size;
@@ -271,7 +280,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
+    mount_state *s = userdata;
+    /* Page-cached status.json stays fresh only if the kernel drops its pages when the mtime
+     * moves (status_refresh), so the kernel opening files needs both. */
+    unsigned both = FUSE_CAP_NO_OPEN_SUPPORT | FUSE_CAP_AUTO_INVAL_DATA;
+    s->kernel_opens = (conn->capable & both) == both;
+    if (s->kernel_opens)
+        conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
     /* readdirplus would make the kernel stat every listed chunk, forcing its synthesis. */
     conn->want &= ~(unsigned)(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
     conn->want |= FUSE_CAP_ASYNC_READ;

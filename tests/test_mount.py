@@ -833,6 +833,17 @@ def test_read_only_erofs(cfs, mounts, tmp_path):
     mnt = m.mnt
     store = mnt / "csr_f32.zarr"
     chunk = store / "obs" / "n_genes" / "0"
+    # The first open of a mount is the one the daemon answers to put the kernel in no-open mode
+    # (it opens files itself from then on): a write open first, then after reads, is EROFS.
+    first = {}
+    for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
+        try:
+            os.close(os.open(chunk, flags))
+            first[flags] = "succeeded"
+        except OSError as e:
+            if e.errno != errno.EROFS:
+                first[flags] = f"errno {e.errno} ({errno.errorcode.get(e.errno)}), expected EROFS"
+    assert not first, first
     before = {p: read_checked(p) for p in (mnt / "datasets.json", store / ".zattrs", chunk)}
 
     attempts = {
