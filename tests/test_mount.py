@@ -17,7 +17,9 @@ there, terminated / killed): no mount and no process is left behind.
 - crash: kill -9 of the daemon while chunks are being made, then a remount with the same cache:
   every file is still right.
 - concurrency: 16 readers of one cold store get the export's bytes; one production per chunk.
-- read-only: every kind of write gets EROFS.
+- status.json: every read after its figures change gets them, whole and newly dated (locally
+  and through nginx).
+- read-only: every kind of write gets EROFS, also as the very first open of a mount.
 - refused sources: listed in status.json with the export's reasons; the rest is served.
 - live sources (test_live_*, at the end): add, rewrite, delete a source while mounted.
 
