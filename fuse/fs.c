@@ -1,7 +1,8 @@
 /*
  * Kernel requests to volume nodes, through libfuse's low-level API: stable inode numbers, long
  * entry and attribute timeouts (content is immutable per source version), cached negative
- * lookups (clients probe for keys that do not exist), keep_cache, read-only.
+ * lookups (clients probe for keys that do not exist), keep_cache, read-only. Where the kernel
+ * can, it opens files itself (no-open mode): a warm file costs a static server no round trip.
  */
 #define FUSE_USE_VERSION 312
 
@@ -20,13 +21,41 @@
 #include "../cache/cache.h"
 #include "../src/volume.h"
 #include "../src/watch.h"
+#include "files.h"
 #include "mount.h"
 
 enum { LONG_TIMEOUT = 86400 };
 
-static cfs_volume *volume_of(fuse_req_t req)
+/* The status document as the kernel was last told it is (at lookup or getattr): the reads that
+ * follow must get bytes of exactly that size, and its mtime (so nginx's ETag) moves whenever
+ * its bytes do. */
+typedef struct status_doc {
+    pthread_mutex_t lock;
+    uint64_t ino;
+    cfs_buf text;
+    struct timespec mtime;
+} status_doc;
+
+/* What the request handlers share. */
+typedef struct mount_state {
+    cfs_volume *vol;
+    cfs_files *files;
+    status_doc status;
+    bool kernel_opens;      /* the kernel's no-open mode (op_open) */
+} mount_state;
+
+/* Slots of fuse/files.h: twice the loop's threads, so that the files being read at one moment
+ * do not push each other out between their pieces. */
+enum { LOOP_THREADS = 16, FILE_SLOTS = 2 * LOOP_THREADS };
+
+static mount_state *state_of(fuse_req_t req)
 {
     return fuse_req_userdata(req);
+}
+
+static cfs_volume *volume_of(fuse_req_t req)
+{
+    return state_of(req)->vol;
 }
 
 static void to_stat(const cfs_vattr *a, struct stat *st)
@@ -39,6 +68,79 @@ static void to_stat(const cfs_vattr *a, struct stat *st)
     st->st_blksize = 65536;
     st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
     st->st_mtim = st->st_ctim = st->st_atim = a->mtime;
+}
+
+static void reply_piece(fuse_req_t req, const cfs_buf *b, size_t size, off_t off)
+{
+    size_t start = (size_t)off < b->len ? (size_t)off : b->len;
+    size_t n = b->len - start < size ? b->len - start : size;
+    fuse_reply_buf(req, (const char *)b->data + start, n);
+}
+
+/* A time after prev: the kernel drops a file's cached pages when its mtime moves, and two
+ * renderings may fall within one tick of the clock. */
+static struct timespec later_than(struct timespec prev)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (now.tv_sec > prev.tv_sec || (now.tv_sec == prev.tv_sec && now.tv_nsec > prev.tv_nsec))
+        return now;
+    prev.tv_nsec++;
+    if (prev.tv_nsec == 1000000000L) {
+        prev.tv_sec++;
+        prev.tv_nsec = 0;
+    }
+    return prev;
+}
+
+static bool same_bytes(const cfs_buf *a, const cfs_buf *b)
+{
+    return a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
+}
+
+/* Renders the status document; a new text becomes the one reads get, with a new mtime. The
+ * size and mtime of a are those of the text reads get. */
+static void status_refresh(mount_state *s, cfs_vattr *a)
+{
+    status_doc *d = &s->status;
+    cfs_buf fresh = {0};
+    cfs_err err = {{0}};
+    int rc = cfs_volume_read_all(s->vol, a->ino, &fresh, &err);
+    pthread_mutex_lock(&d->lock);
+    if (rc == 0 && (d->ino != a->ino || !same_bytes(&fresh, &d->text))) {
+        cfs_buf old = d->text;
+        d->text = fresh;
+        fresh = old;
+        d->ino = a->ino;
+        d->mtime = later_than(d->mtime);
+    }
+    a->size = d->ino == a->ino ? d->text.len : 0;
+    a->mtime = d->mtime;
+    pthread_mutex_unlock(&d->lock);
+    cfs_buf_free(&fresh);
+}
+
+static bool is_status(mount_state *s, fuse_ino_t ino)
+{
+    pthread_mutex_lock(&s->status.lock);
+    bool known = s->status.ino == ino;
+    pthread_mutex_unlock(&s->status.lock);
+    return known;
+}
+
+static void read_status(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off)
+{
+    status_doc *d = &state_of(req)->status;
+    pthread_mutex_lock(&d->lock);
+    if (d->ino != ino) {
+        /* A read before any lookup of the status document: render it now. */
+        pthread_mutex_unlock(&d->lock);
+        cfs_vattr a = {.ino = ino};
+        status_refresh(state_of(req), &a);
+        pthread_mutex_lock(&d->lock);
+    }
+    reply_piece(req, &d->text, size, off);
+    pthread_mutex_unlock(&d->lock);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -60,6 +162,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, -rc);
         return;
     }
+    if (a.volatile_size)
+        status_refresh(state_of(req), &a);
     e.ino = a.ino;
     e.generation = 1;
     to_stat(&a, &e.attr);
@@ -75,6 +179,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, ENOENT);
         return;
     }
+    if (a.volatile_size)
+        status_refresh(state_of(req), &a);
     struct stat st;
     to_stat(&a, &st);
     fuse_reply_attr(req, &st, a.volatile_size ? 0 : LONG_TIMEOUT);
@@ -115,73 +221,85 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     free(f.buf);
 }
 
-/* An open file: its bytes are read whole (chunks are at most a few MiB) at the first read that
- * reaches us. With keep_cache a warm file is served by the kernel's page cache and its opens
- * never touch the cache index. */
-typedef struct open_file {
-    pthread_mutex_t lock;
-    bool loaded;
-    cfs_buf bytes;
-} open_file;
+/* Reads: a file's bytes are fetched at the first read that reaches us (never at open, so a warm
+ * file, served by the kernel's page cache, never touches the cache index) and shared by all the
+ * pieces the kernel asks for (fuse/files.h). */
+static int load_file(void *ctx, uint64_t ino, cfs_buf *out, cfs_err *err)
+{
+    return cfs_volume_read_all(ctx, ino, out, err);
+}
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    /* A second guard: on the ro mount the VFS refuses write opens before they get here. */
     if ((fi->flags & O_ACCMODE) != O_RDONLY) {
         fuse_reply_err(req, EROFS);
         return;
     }
+    if (state_of(req)->kernel_opens) {
+        /* From now on the kernel opens files itself, with keep_cache: no open and no release
+         * round trip per request of a static server, which opens the file for each. */
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
     cfs_vattr a;
-    if (cfs_volume_getattr(volume_of(req), ino, &a) < 0 || a.is_dir) {
-        fuse_reply_err(req, a.is_dir ? EISDIR : ENOENT);
+    if (cfs_volume_getattr(volume_of(req), ino, &a) < 0) {
+        fuse_reply_err(req, ENOENT);
         return;
     }
-    open_file *f = calloc(1, sizeof *f);
-    if (!f) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    pthread_mutex_init(&f->lock, NULL);
-    fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = !a.volatile_size;
     fi->direct_io = a.volatile_size;
     fuse_reply_open(req, fi);
 }
 
+static void read_failed(fuse_req_t req, fuse_ino_t ino, const cfs_err *err)
+{
+    /* Never a partial or wrong chunk: the read fails and the mount goes on. */
+    fprintf(stderr, "cellucid-fs: inode %llu: %s\n", (unsigned long long)ino, err->msg);
+    fuse_reply_err(req, EIO);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
-    open_file *f = (open_file *)(uintptr_t)fi->fh;
-    cfs_err err = {{0}};
-    pthread_mutex_lock(&f->lock);
-    if (!f->loaded && cfs_volume_read_all(volume_of(req), ino, &f->bytes, &err) < 0) {
-        pthread_mutex_unlock(&f->lock);
-        /* Never a partial or wrong chunk: the read fails and the mount goes on. */
-        fprintf(stderr, "cellucid-fs: inode %llu: %s\n", (unsigned long long)ino, err.msg);
-        cfs_buf_reset(&f->bytes);
-        fuse_reply_err(req, EIO);
+    (void)fi;
+    mount_state *s = state_of(req);
+    if (is_status(s, ino)) {
+        /* Its getattr renders it: not once more for every read. */
+        read_status(req, ino, size, off);
         return;
     }
-    f->loaded = true;
-    pthread_mutex_unlock(&f->lock);
-    const cfs_buf *b = &f->bytes;
-    size_t start = (size_t)off < b->len ? (size_t)off : b->len;
-    size_t n = b->len - start < size ? b->len - start : size;
-    fuse_reply_buf(req, (const char *)b->data + start, n);
-}
-
-static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-    (void)ino;
-    open_file *f = (open_file *)(uintptr_t)fi->fh;
-    cfs_buf_free(&f->bytes);
-    pthread_mutex_destroy(&f->lock);
-    free(f);
-    fuse_reply_err(req, 0);
+    cfs_vattr a;
+    cfs_err err = {{0}};
+    if (cfs_volume_getattr(s->vol, ino, &a) < 0) {
+        cfs_err_set(&err, "no such file");
+        read_failed(req, ino, &err);
+        return;
+    }
+    if (a.volatile_size) {
+        read_status(req, ino, size, off);
+        return;
+    }
+    cfs_file_version v = {ino, a.size, a.mtime};
+    cfs_file *file = cfs_files_get(s->files, &v, &err);
+    if (!file) {
+        read_failed(req, ino, &err);
+        return;
+    }
+    const cfs_buf *b = cfs_file_bytes(file);
+    reply_piece(req, b, size, off);
+    cfs_files_put(s->files, file, (size_t)off + size >= b->len);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
+    mount_state *s = userdata;
+    /* Page-cached status.json stays fresh only if the kernel drops its pages when the mtime
+     * moves (status_refresh), so the kernel opening files needs both. */
+    unsigned both = FUSE_CAP_NO_OPEN_SUPPORT | FUSE_CAP_AUTO_INVAL_DATA;
+    s->kernel_opens = (conn->capable & both) == both;
+    if (s->kernel_opens)
+        conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
     /* readdirplus would make the kernel stat every listed chunk, forcing its synthesis. */
     conn->want &= ~(unsigned)(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
     conn->want |= FUSE_CAP_ASYNC_READ;
@@ -195,7 +313,6 @@ static const struct fuse_lowlevel_ops ops = {
     .readdir = op_readdir,
     .open = op_open,
     .read = op_read,
-    .release = op_release,
 };
 
 /* $XDG_CACHE_HOME/cellucid-fs, or /var/cache/cellucid-fs for root, else ~/.cache/... */
@@ -232,14 +349,14 @@ static int check_paths(const char *src, const char *mnt)
     return 0;
 }
 
-static struct fuse_session *new_session(const char *fuse_opts, bool debug, cfs_volume *vol)
+static struct fuse_session *new_session(const char *fuse_opts, bool debug, mount_state *st)
 {
     char opts[1200];
     snprintf(opts, sizeof opts, "ro,fsname=cellucid-fs,subtype=cellucid-fs,max_read=1048576%s%s",
              fuse_opts[0] ? "," : "", fuse_opts);
     char *argv[] = {"cellucid-fs", "-o", opts, debug ? "-d" : NULL, NULL};
     struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, argv);
-    return fuse_session_new(&args, &ops, sizeof ops, vol);
+    return fuse_session_new(&args, &ops, sizeof ops, st);
 }
 
 /* After a source changes: drop the kernel's cached entry (and data) of what changed. */
@@ -257,7 +374,7 @@ static int serve(struct fuse_session *se)
     if (!cfg)
         return -1;
     fuse_loop_cfg_set_clone_fd(cfg, 0);
-    fuse_loop_cfg_set_max_threads(cfg, 16);
+    fuse_loop_cfg_set_max_threads(cfg, LOOP_THREADS);
     int rc = fuse_session_loop_mt(se, cfg);
     fuse_loop_cfg_destroy(cfg);
     return rc;
@@ -308,7 +425,9 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);
         return 1;
     }
-    struct fuse_session *se = new_session(opts->fuse_opts, debug, vol);
+    mount_state st = {.vol = vol, .files = cfs_files_new(FILE_SLOTS, load_file, vol)};
+    pthread_mutex_init(&st.status.lock, NULL);
+    struct fuse_session *se = st.files ? new_session(opts->fuse_opts, debug, &st) : NULL;
     int status = 1;
     if (se && fuse_set_signal_handlers(se) == 0) {
         if (fuse_session_mount(se, mnt) == 0) {
@@ -338,6 +457,9 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
     }
     if (se)
         fuse_session_destroy(se);
+    cfs_files_free(st.files);
+    cfs_buf_free(&st.status.text);
+    pthread_mutex_destroy(&st.status.lock);
     cfs_volume_close(vol);
     return status;
 }

@@ -17,7 +17,9 @@ there, terminated / killed): no mount and no process is left behind.
 - crash: kill -9 of the daemon while chunks are being made, then a remount with the same cache:
   every file is still right.
 - concurrency: 16 readers of one cold store get the export's bytes; one production per chunk.
-- read-only: every kind of write gets EROFS.
+- status.json: every read after its figures change gets them, whole and newly dated (locally
+  and through nginx).
+- read-only: every kind of write gets EROFS, also as the very first open of a mount.
 - refused sources: listed in status.json with the export's reasons; the rest is served.
 - live sources (test_live_*, at the end): add, rewrite, delete a source while mounted.
 
@@ -587,6 +589,50 @@ def test_nginx_serves_the_mount(cfs, mounts, nginx_on, oracle, big, tmp_path):
     assert_big_equal(big_http, ad.read_h5ad(big(40_000)), "big")
 
 
+def test_status_fresh_at_every_read(cfs, mounts, nginx_on, tmp_path):
+    """status.json changes under one inode: every read after a change of its bytes gets the new
+    bytes whole (st_size = bytes read, valid JSON), dated anew (the ETag moves with them); bytes
+    that did not change keep their date. The same through nginx (Content-Length = body)."""
+    src = copy_fixtures(tmp_path / "src", ["csr_f32"])
+    m = mounts(src)
+    status, store = m.mnt / "status.json", m.mnt / "csr_f32.zarr"
+    web = nginx_on(m.mnt)
+
+    def by_read():
+        """As a reader without stat: open, read(2) until EOF."""
+        fd = os.open(status, os.O_RDONLY)
+        try:
+            parts = []
+            while part := os.read(fd, 256):
+                parts.append(part)
+            return b"".join(parts)
+        finally:
+            os.close(fd)
+
+    def by_http():
+        code, headers, body = web.request("status.json")
+        assert code == 200 and int(headers["content-length"]) == len(body), (code, headers, len(body))
+        return body, headers["etag"]
+
+    def produced(data):
+        return json.loads(data)["cache"]["produced"]
+
+    first = read_checked(status)
+    mtime = os.stat(status).st_mtime_ns
+    assert read_checked(status) == first and os.stat(status).st_mtime_ns == mtime, "unchanged bytes, new date"
+    body, etag = by_http()
+    assert body == first and by_http() == (body, etag)
+    for k, chunk in enumerate(chunk_files(store)[:6]):
+        (store / chunk).read_bytes()     # its first lookup makes it: the counters move
+        how = [lambda: read_checked(status), by_read, lambda: by_http()[0]][k % 3]
+        now = how()
+        assert produced(now) == produced(first) + k + 1, (k, chunk, now)
+        assert os.stat(status).st_mtime_ns > mtime, "new bytes, same date"
+        mtime = os.stat(status).st_mtime_ns
+    body2, etag2 = by_http()
+    assert etag2 != etag and produced(body2) == produced(first) + 6
+
+
 # ---------------------------------------------------------------------------------------------
 # 3. the cache
 
@@ -910,6 +956,17 @@ def test_read_only_erofs(cfs, mounts, tmp_path):
     mnt = m.mnt
     store = mnt / "csr_f32.zarr"
     chunk = store / "obs" / "n_genes" / "0"
+    # The first open of a mount is the one the daemon answers to put the kernel in no-open mode
+    # (it opens files itself from then on): a write open first, then after reads, is EROFS.
+    first = {}
+    for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
+        try:
+            os.close(os.open(chunk, flags))
+            first[flags] = "succeeded"
+        except OSError as e:
+            if e.errno != errno.EROFS:
+                first[flags] = f"errno {e.errno} ({errno.errorcode.get(e.errno)}), expected EROFS"
+    assert not first, first
     before = {p: read_checked(p) for p in (mnt / "datasets.json", store / ".zattrs", chunk)}
 
     attempts = {

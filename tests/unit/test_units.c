@@ -12,6 +12,7 @@
 #include "../../formats/hdf5_util.h"
 #include "../../formats/h5_dormant.h"
 #include "../../formats/names.h"
+#include "../../fuse/files.h"
 #include "../../src/catalog.h"
 #include "../../src/chunking.h"
 #include "../../src/codec.h"
@@ -587,6 +588,23 @@ static void test_unique_names(void)
     }
 }
 
+/* Starts n (at most 16) threads of fn(arg) at once and joins them: 1 if every one returned
+ * non-NULL. */
+static int all_succeed(int n, void *(*fn)(void *), void *arg)
+{
+    pthread_t t[16];
+    int started = 0, ok = 1;
+    for (; started < n && started < 16; started++)
+        if (pthread_create(&t[started], NULL, fn, arg) != 0)
+            break;
+    for (int i = 0; i < started; i++) {
+        void *r = NULL;
+        pthread_join(t[i], &r);
+        ok &= r != NULL;
+    }
+    return ok && started == n;
+}
+
 typedef struct producer {
     pthread_mutex_t lock;
     int calls;
@@ -611,7 +629,6 @@ static int produce(void *ctx, cfs_buf *out, cfs_err *err)
 typedef struct reader_arg {
     cfs_cache *cache;
     producer *prod;
-    int ok;
 } reader_arg;
 
 static void *reader(void *arg)
@@ -619,10 +636,10 @@ static void *reader(void *arg)
     reader_arg *r = arg;
     cfs_buf b = {0};
     cfs_err err;
-    r->ok = cfs_cache_get(r->cache, "same", 4, produce, r->prod, &b, &err) == 0 &&
-            b.len == r->prod->size && b.data[0] == r->prod->fill;
+    int ok = cfs_cache_get(r->cache, "same", 4, produce, r->prod, &b, &err) == 0 &&
+             b.len == r->prod->size && b.data[0] == r->prod->fill;
     cfs_buf_free(&b);
-    return NULL;
+    return ok ? arg : NULL;
 }
 
 /* A cache of 10000 bytes in a new folder named from the template dir. */
@@ -666,18 +683,8 @@ static void test_cache(void)
     CHECK(st.bytes <= 10000 && st.evicted == 1 && cfs_cache_size(c, "k1", 2) == -1);
     /* Single flight: 16 concurrent readers of a missing entry cause one production. */
     producer q = {PTHREAD_MUTEX_INITIALIZER, 0, 100, 'z'};
-    pthread_t t[16];
-    reader_arg args[16];
-    for (int i = 0; i < 16; i++) {
-        args[i] = (reader_arg){c, &q, 0};
-        pthread_create(&t[i], NULL, reader, &args[i]);
-    }
-    int all_ok = 1;
-    for (int i = 0; i < 16; i++) {
-        pthread_join(t[i], NULL);
-        all_ok &= args[i].ok;
-    }
-    CHECK(all_ok && q.calls == 1);
+    reader_arg shared = {c, &q};
+    CHECK(all_succeed(16, reader, &shared) && q.calls == 1);
     cfs_cache_close(c);
     /* Persistent, and crash leftovers are dropped at open: a stray temporary and an entry file
      * whose index row never committed. */
@@ -815,11 +822,82 @@ static void test_gene_major_space(void)
     cfs_perm_unref(perm);
 }
 
+/* fuse/files.h: the loader writes the inode number as bytes, counts its calls and fails for
+ * inode 13. */
+typedef struct counting_loader {
+    pthread_mutex_t lock;
+    int calls;
+} counting_loader;
+
+static int load_ino(void *ctx, uint64_t ino, cfs_buf *out, cfs_err *err)
+{
+    counting_loader *l = ctx;
+    pthread_mutex_lock(&l->lock);
+    l->calls++;
+    pthread_mutex_unlock(&l->lock);
+    usleep(10000); /* concurrent pieces pile up meanwhile */
+    if (ino == 13)
+        return cfs_err_set(err, "unlucky");
+    char text[32];
+    int n = snprintf(text, sizeof text, "file %llu", (unsigned long long)ino);
+    return cfs_buf_append(out, text, (size_t)n) < 0 ? cfs_err_set(err, "out of memory") : 0;
+}
+
+static void *read_piece(void *files)
+{
+    cfs_err err;
+    cfs_file_version v = {7, 6, {1, 0}};
+    cfs_file *f = cfs_files_get(files, &v, &err);
+    int ok = f && cfs_file_bytes(f)->len == 6 && memcmp(cfs_file_bytes(f)->data, "file 7", 6) == 0;
+    if (f)
+        cfs_files_put(files, f, false);
+    return ok ? files : NULL;
+}
+
+static int loads_of(cfs_files *files, counting_loader *l, uint64_t ino, struct timespec mtime,
+                    bool reached_end)
+{
+    int before = l->calls;
+    cfs_err err;
+    cfs_file_version v = {ino, 6, mtime};
+    cfs_file *f = cfs_files_get(files, &v, &err);
+    if (f)
+        cfs_files_put(files, f, reached_end);
+    return f ? l->calls - before : -1;
+}
+
+static void test_files(void)
+{
+    counting_loader l = {PTHREAD_MUTEX_INITIALIZER, 0};
+    cfs_files *files = cfs_files_new(2, load_ino, &l);
+    CHECK(files != NULL);
+    if (!files)
+        return;
+    /* Single flight: 8 pieces of one file asked for at once cause one load. */
+    CHECK(all_succeed(8, read_piece, files) && l.calls == 1);
+    struct timespec t1 = {1, 0}, t2 = {2, 0};
+    CHECK(loads_of(files, &l, 7, t1, false) == 0);
+    /* Another version of the same inode (datasets.json after a change) is never served old. */
+    CHECK(loads_of(files, &l, 7, t2, false) == 1);
+    /* Two slots: a third file pushes out the least recently used (7 at t1). */
+    CHECK(loads_of(files, &l, 8, t1, false) == 1);
+    CHECK(loads_of(files, &l, 7, t2, false) == 0 && loads_of(files, &l, 7, t1, false) == 1);
+    /* The piece with the last byte lets the bytes go: the kernel has the whole file. */
+    CHECK(loads_of(files, &l, 7, t1, true) == 0 && loads_of(files, &l, 7, t1, false) == 1);
+    /* A failed load keeps nothing: the next reader tries again. */
+    cfs_err err;
+    cfs_file_version bad = {13, 6, t1};
+    CHECK(cfs_files_get(files, &bad, &err) == NULL && strcmp(err.msg, "unlucky") == 0);
+    CHECK(loads_of(files, &l, 13, t1, false) == -1 && l.calls == 7);
+    cfs_files_free(files);
+}
+
 int main(void)
 {
     test_cache();
     test_cache_work();
     test_gene_major_space();
+    test_files();
     test_unique_names();
     test_priority();
     test_perm_pos();
