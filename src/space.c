@@ -51,7 +51,7 @@ static int by_last_use(const void *a, const void *b)
  * that is running or being read is skipped, never waited for (try-lock only). */
 static bool drop_one(cfs_space *s)
 {
-    cfs_job **order = malloc((s->n ? s->n : 1) * sizeof *order);
+    cfs_job **order = s->n ? malloc(s->n * sizeof *order) : NULL;
     if (!order)
         return false;
     memcpy(order, s->holders, s->n * sizeof *order);

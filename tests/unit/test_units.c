@@ -673,7 +673,7 @@ static void test_cache(void)
     CHECK(cfs_cache_size(c, "k1", 2) == 3000 && cfs_cache_size(c, "nope", 4) == -1);
     /* The bound holds: four 3000-byte entries cannot all stay in 10000 bytes. */
     for (int i = 2; i <= 4; i++) {
-        char key[8];
+        char key[16];
         snprintf(key, sizeof key, "k%d", i);
         cfs_buf_reset(&b);
         CHECK(cfs_cache_get(c, key, strlen(key), produce, &p, &b, &err) == 0);
@@ -728,7 +728,7 @@ static void test_cache_work(void)
     producer p = {PTHREAD_MUTEX_INITIALIZER, 0, 3000, 'w'};
     cfs_buf b = {0};
     for (int i = 0; i < 3; i++) {
-        char key[8];
+        char key[16];
         snprintf(key, sizeof key, "w%d", i);
         cfs_buf_reset(&b);
         CHECK(cfs_cache_get(c, key, strlen(key), produce, &p, &b, &err) == 0);
