@@ -52,7 +52,8 @@ example() {
     mountpoint -q "$mnt" && fusermount3 -u "$mnt"
     # allow_other: nginx's workers run as another user than the one mounting.
     ./cellucid-fs mount -o allow_other,cache_dir="$base/cache" "$PWD/tests/fixtures/h5ad" "$mnt"
-    trap 'fusermount3 -u "$mnt"' EXIT
+    # Expanded now: at exit, this function's locals are gone (and set -u would stop the trap).
+    trap "fusermount3 -u '$mnt'" EXIT
     cat >"$base/nginx/nginx.conf" <<NGINX
 daemon off;
 pid $base/nginx/nginx.pid;
