@@ -4,6 +4,9 @@
 #   bash setup.sh example   install, build, export the bundled example and serve it on
 #                           http://127.0.0.1:8000/ until Ctrl-C
 #   bash setup.sh deps|build
+#   bash setup.sh serve-example   the example's mount + serve only (what tests/test_setup.py
+#                                 runs); EXAMPLE_DIR, EXAMPLE_PORT and CELLUCID_FS override the
+#                                 folder, the port and the binary
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -47,11 +50,13 @@ run_tests() {
 
 example() {
     local base=${EXAMPLE_DIR:-/tmp/cellucid-fs-example}
+    local port=${EXAMPLE_PORT:-8000}
     local mnt=$base/mnt
     mkdir -p "$mnt" "$base/nginx"
-    mountpoint -q "$mnt" && fusermount3 -u "$mnt"
+    if mountpoint -q "$mnt"; then fusermount3 -u "$mnt"; fi
     # allow_other: nginx's workers run as another user than the one mounting.
-    ./cellucid-fs mount -o allow_other,cache_dir="$base/cache" "$PWD/tests/fixtures/h5ad" "$mnt"
+    "${CELLUCID_FS:-./cellucid-fs}" mount -o allow_other,cache_dir="$base/cache" \
+        "$PWD/tests/fixtures/h5ad" "$mnt"
     # Expanded now: at exit, this function's locals are gone (and set -u would stop the trap).
     trap "fusermount3 -u '$mnt'" EXIT
     cat >"$base/nginx/nginx.conf" <<NGINX
@@ -63,7 +68,7 @@ http {
     include /etc/nginx/mime.types;
     access_log off;
     server {
-        listen 127.0.0.1:8000;
+        listen 127.0.0.1:$port;
         root $mnt;
         sendfile on;
         autoindex off;
@@ -72,8 +77,8 @@ http {
     }
 }
 NGINX
-    echo "Mounted tests/fixtures/h5ad on $mnt; serving it on http://127.0.0.1:8000/"
-    echo "(try: curl http://127.0.0.1:8000/datasets.json). Ctrl-C stops and unmounts."
+    echo "Mounted tests/fixtures/h5ad on $mnt; serving it on http://127.0.0.1:$port/"
+    echo "(try: curl http://127.0.0.1:$port/datasets.json). Ctrl-C stops and unmounts."
     nginx -p "$base/nginx" -c "$base/nginx/nginx.conf" || true
 }
 
@@ -82,5 +87,6 @@ deps) deps ;;
 build) deps; build ;;
 test) deps; build; run_tests ;;
 example) deps; build; example ;;
-*) echo "usage: bash setup.sh test|example|deps|build" >&2; exit 1 ;;
+serve-example) example ;;
+*) echo "usage: bash setup.sh test|example|deps|build|serve-example" >&2; exit 1 ;;
 esac
