@@ -511,9 +511,9 @@ static int sparse_pass(sparse_engine *e, cfs_err *err)
 static int sparse_run(cfs_job *job, cfs_err *err)
 {
     sparse_engine *e = (sparse_engine *)job;
-    report(e, 0);
+    cfs_progress_begin(e->opts.progress, e->label);
     int rc = sparse_pass(e, err);
-    report(e, 1);
+    cfs_progress_end(e->opts.progress, e->label);
     return rc == 0 ? hold_results(&e->opts, job, err) : rc;
 }
 
@@ -752,9 +752,9 @@ static int dense_pass(dense_engine *e, cfs_err *err)
 static int dense_run(cfs_job *job, cfs_err *err)
 {
     dense_engine *e = (dense_engine *)job;
-    cfs_progress_note(e->opts.progress, e->label, 0);
+    cfs_progress_begin(e->opts.progress, e->label);
     int rc = dense_pass(e, err);
-    cfs_progress_note(e->opts.progress, e->label, 1);
+    cfs_progress_end(e->opts.progress, e->label);
     return rc == 0 ? hold_results(&e->opts, job, err) : rc;
 }
 

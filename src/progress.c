@@ -13,7 +13,7 @@ struct cfs_progress {
     struct timespec started;
     double fraction;
     int decile;
-    bool working;
+    int running;                /* jobs begun and not ended */
 };
 
 cfs_progress *cfs_progress_new(const char *source, FILE *log)
@@ -44,18 +44,35 @@ static double seconds_since(const struct timespec *t)
     return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
 }
 
+/* Under the lock: element is the job shown from now on. */
+static void show(cfs_progress *p, const char *element)
+{
+    if (strncmp(p->element, element, sizeof p->element) == 0)
+        return;
+    snprintf(p->element, sizeof p->element, "%s", element);
+    clock_gettime(CLOCK_MONOTONIC, &p->started);
+    p->decile = 0;
+    p->fraction = 0;
+}
+
+void cfs_progress_begin(cfs_progress *p, const char *element)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->running++;
+    p->element[0] = '\0';
+    show(p, element);
+    pthread_mutex_unlock(&p->lock);
+}
+
 void cfs_progress_note(cfs_progress *p, const char *element, double fraction)
 {
     if (!p)
         return;
     pthread_mutex_lock(&p->lock);
-    if (!p->working || strncmp(p->element, element, sizeof p->element) != 0) {
-        snprintf(p->element, sizeof p->element, "%s", element);
-        clock_gettime(CLOCK_MONOTONIC, &p->started);
-        p->decile = 0;
-    }
-    p->fraction = fraction < 1 ? fraction : 1;
-    p->working = fraction < 1;
+    show(p, element);
+    p->fraction = fraction < 0 ? 0 : fraction < 1 ? fraction : 1;
     int decile = (int)(p->fraction * 10);
     if (p->log && decile > p->decile && seconds_since(&p->started) > 2.0) {
         p->decile = decile;
@@ -65,12 +82,23 @@ void cfs_progress_note(cfs_progress *p, const char *element, double fraction)
     pthread_mutex_unlock(&p->lock);
 }
 
+void cfs_progress_end(cfs_progress *p, const char *element)
+{
+    if (!p)
+        return;
+    cfs_progress_note(p, element, 1);
+    pthread_mutex_lock(&p->lock);
+    if (p->running > 0)
+        p->running--;
+    pthread_mutex_unlock(&p->lock);
+}
+
 bool cfs_progress_get(cfs_progress *p, char *element, size_t len, double *fraction)
 {
     if (!p)
         return false;
     pthread_mutex_lock(&p->lock);
-    bool working = p->working;
+    bool working = p->running > 0;
     if (working) {
         snprintf(element, len, "%s", p->element);
         *fraction = p->fraction;

@@ -892,11 +892,34 @@ static void test_files(void)
     cfs_files_free(files);
 }
 
+/* Two jobs of one source at once: it works until the last one ends, showing the job that
+ * reported last. */
+static void test_progress(void)
+{
+    cfs_progress *p = cfs_progress_new("/data/a.h5ad", NULL);
+    char element[64];
+    double f = -1;
+    CHECK(p && !cfs_progress_get(p, element, sizeof element, &f));
+    cfs_progress_begin(p, "X");
+    cfs_progress_begin(p, "layers/counts");
+    cfs_progress_note(p, "X", 0.25);
+    CHECK(cfs_progress_get(p, element, sizeof element, &f) && strcmp(element, "X") == 0 &&
+          f == 0.25);
+    cfs_progress_end(p, "X");
+    cfs_progress_note(p, "layers/counts", 0.5);
+    CHECK(cfs_progress_get(p, element, sizeof element, &f) &&
+          strcmp(element, "layers/counts") == 0 && f == 0.5);
+    cfs_progress_end(p, "layers/counts");
+    CHECK(!cfs_progress_get(p, element, sizeof element, &f));
+    cfs_progress_free(p);
+}
+
 int main(void)
 {
     test_cache();
     test_cache_work();
     test_gene_major_space();
+    test_progress();
     test_files();
     test_unique_names();
     test_priority();
