@@ -38,12 +38,62 @@ static int push(cfs_source_list *out, const char *path)
     return 0;
 }
 
+/* An entry that may be followed: not hidden, and not a symlink out of src. */
+static int followable(const char *src, const char *name, const char *path, struct stat *st)
+{
+    if (name[0] == '.' || lstat(path, st) < 0)
+        return 0;
+    if (S_ISLNK(st->st_mode) && (!cfs_path_inside(path, src) || stat(path, st) < 0))
+        return 0;
+    return 1;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    size_t len = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(len);
+    if (path)
+        snprintf(path, len, "%s/%s", dir, name);
+    return path;
+}
+
+/* A Cell Ranger multi run holds one run per sample, per_sample_outs/<sample>/count, below the
+ * run folder or its outs/: each one a format recognises is an input. */
+static int push_multi_samples(const char *src, const char *dir, cfs_source_list *out)
+{
+    static const char *const holders[] = {"per_sample_outs", "outs/per_sample_outs", NULL};
+    int rc = 0;
+    for (size_t h = 0; rc == 0 && holders[h]; h++) {
+        char *samples = join(dir, holders[h]);
+        DIR *d = samples && cfs_path_inside(samples, src) ? opendir(samples) : NULL;
+        struct dirent *e;
+        while (rc == 0 && d && (e = readdir(d))) {
+            struct stat st;
+            char *sample = join(samples, e->d_name);
+            char *count = sample ? join(sample, "count") : NULL;
+            cfs_err ignored;
+            if (!count)
+                rc = -1;
+            else if (followable(src, e->d_name, sample, &st) && S_ISDIR(st.st_mode) &&
+                     followable(src, "count", count, &st) && S_ISDIR(st.st_mode) &&
+                     cfs_format_detect(count, &ignored) != NULL)
+                rc = push(out, count);
+            free(count);
+            free(sample);
+        }
+        if (d)
+            closedir(d);
+        if (!samples)
+            rc = -1;
+        free(samples);
+    }
+    return rc;
+}
+
 static int is_input(const char *dir, const char *name, const char *path)
 {
     struct stat st;
-    if (name[0] == '.' || lstat(path, &st) < 0)
-        return 0;
-    if (S_ISLNK(st.st_mode) && (!cfs_path_inside(path, dir) || stat(path, &st) < 0))
+    if (!followable(dir, name, path, &st))
         return 0;
     cfs_err ignored;
     /* A folder is an input only when a format recognises it (a Cell Ranger outs/ folder). */
@@ -71,16 +121,16 @@ int cfs_sources_list(const char *src, cfs_source_list *out, cfs_err *err)
     if (!d)
         return cfs_err_set(err, "%s: cannot list the folder: %s", src, strerror(errno));
     struct dirent *e;
-    int rc = 0;
+    int rc = push_multi_samples(src, src, out) < 0 ? cfs_err_set(err, "out of memory") : 0;
     while (rc == 0 && (e = readdir(d))) {
-        size_t len = strlen(src) + strlen(e->d_name) + 2;
-        char *path = malloc(len);
-        if (!path) {
+        char *path = join(src, e->d_name);
+        struct stat st;
+        if (!path)
             rc = cfs_err_set(err, "out of memory");
-            break;
-        }
-        snprintf(path, len, "%s/%s", src, e->d_name);
-        if (is_input(src, e->d_name, path) && push(out, path) < 0)
+        else if (is_input(src, e->d_name, path))
+            rc = push(out, path) < 0 ? cfs_err_set(err, "out of memory") : 0;
+        else if (followable(src, e->d_name, path, &st) && S_ISDIR(st.st_mode) &&
+                 push_multi_samples(src, path, out) < 0)
             rc = cfs_err_set(err, "out of memory");
         free(path);
     }
@@ -91,6 +141,15 @@ int cfs_sources_list(const char *src, cfs_source_list *out, cfs_err *err)
     }
     if (out->n > 1)
         qsort(out->paths, out->n, sizeof *out->paths, compare_paths);
+    /* A multi run's samples are reachable from the run folder and from its outs/. */
+    size_t kept = 0;
+    for (size_t i = 0; i < out->n; i++) {
+        if (kept > 0 && strcmp(out->paths[kept - 1], out->paths[i]) == 0)
+            free(out->paths[i]);
+        else
+            out->paths[kept++] = out->paths[i];
+    }
+    out->n = kept;
     return 0;
 }
 

@@ -13,8 +13,10 @@ typedef struct cfs_source_list {
 
 /*
  * A file is itself; a folder yields its top-level entries that are inputs by name (a known
- * extension) or by content, and its subfolders that a format recognises (e.g. outs/). Hidden entries are skipped, and so is a symlink whose target lies
- * outside the folder. Reads only.
+ * extension) or by content, its subfolders that a format recognises (e.g. outs/), and the
+ * per-sample runs of a Cell Ranger multi run (per_sample_outs/<sample>/count, in the folder,
+ * its outs/, or a subfolder's). Hidden entries are skipped, and so is a symlink whose target
+ * lies outside the folder. Reads only.
  */
 int cfs_sources_list(const char *src, cfs_source_list *out, cfs_err *err);
 void cfs_sources_free(cfs_source_list *list);

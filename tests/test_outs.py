@@ -560,6 +560,39 @@ def test_multi_and_aggr_count_folders(layout, cfs, tmp_path):
     assert_matches_source(a, moved)
 
 
+def _multi_run(root, samples):
+    """A Cell Ranger multi run at root: outs/per_sample_outs/<s>/count/ for each sample, each
+    the pbmc_v3 run's matrix (as sample_filtered_feature_bc_matrix.h5) and analysis/."""
+    entry = GOOD["pbmc_v3"]
+    for s in samples:
+        count = root / "outs" / "per_sample_outs" / s / "count"
+        shutil.copytree(run_dir(entry) / "outs" / "analysis", count / "analysis")
+        shutil.copyfile(run_dir(entry) / entry["h5"], count / "sample_filtered_feature_bc_matrix.h5")
+    (root / "outs" / "multi" / "count").mkdir(parents=True)
+    return entry
+
+
+@pytest.mark.parametrize("given", ["parent", "run", "outs"])
+def test_multi_run_lists_every_sample(given, cfs, tmp_path):
+    """A multi run is one dataset per per_sample_outs/<sample>/count, found from the folder that
+    holds the run, the run folder itself or its outs/; each is named after its sample and equals
+    its source."""
+    runs = tmp_path / "runs"
+    entry = _multi_run(runs / "multi1", ["s1", "s2"])
+    src = {"parent": runs, "run": runs / "multi1", "outs": runs / "multi1" / "outs"}[given]
+    out = tmp_path / "out"
+    r = run_cfs(cfs, "export", src, out)
+    assert r.returncode == 0, describe(r)
+    assert not refused_lines(r.stderr), describe(r)
+    assert_catalog(out, ["s1", "s2"])
+    # the oracle reads the sample's .h5 and CSVs where a count run keeps them
+    for s in ("s1", "s2"):
+        moved = tmp_path / f"moved-{s}"
+        shutil.copytree(runs / "multi1" / "outs" / "per_sample_outs" / s / "count", moved / "outs")
+        (moved / "outs" / "sample_filtered_feature_bc_matrix.h5").rename(moved / entry["h5"])
+        assert_matches_source(source_order(read_store(out, s)), {**entry, "dir": str(moved)})
+
+
 def test_matrix_with_a_duplicate_barcode_joins_no_csv(cfs, tmp_path):
     """A barcode listed twice by the matrix makes every CSV row ambiguous: none is read."""
     entry, src, _ = _v2_copy(tmp_path)
