@@ -24,10 +24,6 @@
 #define FIX_HINT "re-write the file with anndata >= 0.8 (anndata.read_h5ad(f).write_h5ad(f2))"
 #define LEGACY_HINT "re-save it with anndata >= 0.8 (anndata.read_h5ad(f).write_h5ad(f2))"
 
-typedef struct h5ad_reader {
-    hid_t file;
-} h5ad_reader;
-
 typedef struct rd {
     cfs_dataset *ds;
     size_t nelems;
@@ -1002,15 +998,6 @@ static int h5ad_probe(const cfs_probe_input *in)
     return cfs_h5_probe(in, h5ad_bid, NULL);
 }
 
-static void h5ad_close(void *reader)
-{
-    h5ad_reader *h = reader;
-    if (!h)
-        return;
-    cfs_h5_close_file(h->file);
-    free(h);
-}
-
 static int refuse_kind(h5ad_kind kind, const char *enc, cfs_err *err)
 {
     if (kind == H5AD_LEGACY)
@@ -1028,53 +1015,38 @@ static int build(const char *path, hid_t file, const char *version, cfs_dataset 
                  cfs_err *err)
 {
     cfs_dataset *ds = cfs_dataset_new(path, "h5ad");
-    h5ad_reader *h = calloc(1, sizeof *h);
     char fv[128];
     snprintf(fv, sizeof fv, "anndata %s", version ? version : "?");
-    if (!ds || !h || !(ds->format_version = strdup(fv)) ||
+    if (!ds || !(ds->format_version = strdup(fv)) ||
         !(ds->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))) {
-        free(h);
         cfs_dataset_free(ds);
-        H5Fclose(file);
         return oom(err);
     }
-    h->file = file;
-    ds->reader = h;
-    ds->reader_close = h5ad_close;
     rd r = {.ds = ds};
     /* The root counts as open: a link from uns to "/" would otherwise copy the file into uns. */
     if (cfs_h5_object_key(file, &r.open_groups[0]) == 0)
         r.nopen = 1;
     if (read_root(&r, file, ds->root, err) < 0) {
-        cfs_dataset_free(ds); /* closes the file */
+        cfs_dataset_free(ds);
         return -1;
     }
-    /* The arrays keep their own datasets (formats/h5_dormant.h): without this id an idle
-     * file can close. */
-    H5Fclose(h->file);
-    h->file = -1;
     *out = ds;
     return 0;
 }
 
 static int open_locked(const char *path, cfs_dataset **out, cfs_err *err)
 {
-    hid_t file = cfs_h5_file_open(path, err);
-    if (file < 0) {
-        char detail[sizeof err->msg];
-        snprintf(detail, sizeof detail, "%s", err->msg);
-        return cfs_err_set(err, "not a readable HDF5 file (truncated or corrupt?): %s; "
-                           "re-download or re-write it", detail);
-    }
+    hid_t file = cfs_h5_input_open(path, err);
+    if (file < 0)
+        return -1;
     char *enc, *version;
     h5ad_kind kind = classify(file, &enc, &version);
     int rc;
-    if (kind != H5AD_MODERN) {
+    if (kind != H5AD_MODERN)
         rc = refuse_kind(kind, enc, err);
-        H5Fclose(file);
-    } else {
+    else
         rc = build(path, file, version, out, err);
-    }
+    H5Fclose(file);
     free(enc);
     free(version);
     return rc;

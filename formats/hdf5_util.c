@@ -140,6 +140,18 @@ out:
     return file;
 }
 
+hid_t cfs_h5_input_open(const char *path, cfs_err *err)
+{
+    hid_t file = cfs_h5_file_open(path, err);
+    if (file < 0) {
+        char detail[sizeof err->msg];
+        snprintf(detail, sizeof detail, "%s", err->msg);
+        cfs_err_set(err, "not a readable HDF5 file (truncated or corrupt?): %s; re-download or "
+                    "re-write it", detail);
+    }
+    return file;
+}
+
 void cfs_h5_names_free(char **names, size_t n)
 {
     if (!names)
@@ -1416,6 +1428,15 @@ int cfs_h5_probe(const cfs_probe_input *in, int (*bid)(hid_t file, void *ctx), v
     return result;
 }
 
+static void cfs_h5_close_file(hid_t file)
+{
+    if (file < 0)
+        return;
+    cfs_h5_lock();
+    H5Fclose(file);
+    cfs_h5_unlock();
+}
+
 void cfs_h5_probe_release(cfs_probe_hdf5 *h5)
 {
     if (h5->file >= 0)
@@ -1424,11 +1445,3 @@ void cfs_h5_probe_release(cfs_probe_hdf5 *h5)
     h5->tried = false;
 }
 
-void cfs_h5_close_file(hid_t file)
-{
-    if (file < 0)
-        return;
-    cfs_h5_lock();
-    H5Fclose(file);
-    cfs_h5_unlock();
-}

@@ -32,6 +32,10 @@ long long cfs_h5_signature_offset(const unsigned char *head, size_t len);
  * file stays open until its last object id is closed, so arrays may outlive the file id.
  * Returns a file id, or -1 with libhdf5's own reason in err. */
 hid_t cfs_h5_file_open(const char *path, cfs_err *err);
+/* cfs_h5_file_open for a reader's input: a failure says the file is damaged and what to do.
+ * The model's arrays keep their own dataset handles (h5_dormant.h), so the reader closes the
+ * file id once its open is done, whatever the outcome. */
+hid_t cfs_h5_input_open(const char *path, cfs_err *err);
 /* The file access properties of every open here: read-only use, weak close, no locking. */
 hid_t cfs_h5_read_fapl(void);
 
@@ -115,7 +119,5 @@ typedef struct cfs_probe_hdf5 {
 } cfs_probe_hdf5;
 #define CFS_PROBE_HDF5_INIT {-1, false}
 void cfs_h5_probe_release(cfs_probe_hdf5 *h5);
-/* Closes a reader's file under the lock (the readers' close callbacks). */
-void cfs_h5_close_file(hid_t file);
 
 #endif

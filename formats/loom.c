@@ -51,10 +51,6 @@ typedef unsigned long long ull;
 #define LOOM_MAX_ATTR_ELEMS ((uint64_t)1 << 24)
 #define LOOM_MAX_FIELDS 65536
 
-typedef struct loom_reader {
-    hid_t file;
-} loom_reader;
-
 /* ------------------------------------------------------------------------------------------ */
 /* Small helpers */
 
@@ -2100,19 +2096,9 @@ static int loom_probe(const cfs_probe_input *in)
     return cfs_h5_probe(in, loom_bid, NULL);
 }
 
-static void loom_close(void *reader)
-{
-    loom_reader *h = reader;
-    if (!h)
-        return;
-    cfs_h5_close_file(h->file);
-    free(h);
-}
-
 static int build(const char *path, hid_t file, cfs_dataset **out, cfs_err *err)
 {
     cfs_dataset *ds = cfs_dataset_new(path, "loom");
-    loom_reader *h = calloc(1, sizeof *h);
     char *version = spec_version(file);
     char fv[96];
     if (version)
@@ -2120,16 +2106,11 @@ static int build(const char *path, hid_t file, cfs_dataset **out, cfs_err *err)
     else
         snprintf(fv, sizeof fv, "loom old (no LOOM_SPEC_VERSION)");
     free(version);
-    if (!ds || !h || !(ds->format_version = strdup(fv)) ||
+    if (!ds || !(ds->format_version = strdup(fv)) ||
         !(ds->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))) {
-        free(h);
         cfs_dataset_free(ds);
-        H5Fclose(file);
         return oom(err);
     }
-    h->file = file;
-    ds->reader = h;
-    ds->reader_close = loom_close;
     lrd r = {.ds = ds, .file = file};
     axes_init(&r);
     int rc = read_root(&r, err);
@@ -2138,27 +2119,21 @@ static int build(const char *path, hid_t file, cfs_dataset **out, cfs_err *err)
         cfs_array_unref(r.ax[i].index);
     }
     if (rc < 0) {
-        cfs_dataset_free(ds); /* closes the file */
+        cfs_dataset_free(ds);
         return -1;
     }
-    /* The arrays keep their own datasets (formats/h5_dormant.h): without this id an idle
-     * file can close. */
-    H5Fclose(h->file);
-    h->file = -1;
     *out = ds;
     return 0;
 }
 
 static int open_locked(const char *path, cfs_dataset **out, cfs_err *err)
 {
-    hid_t file = cfs_h5_file_open(path, err);
-    if (file < 0) {
-        char detail[sizeof err->msg];
-        snprintf(detail, sizeof detail, "%s", err->msg);
-        return cfs_err_set(err, "not a readable HDF5 file (truncated or corrupt?): %s; "
-                           "re-download or re-write it", detail);
-    }
-    return build(path, file, out, err);
+    hid_t file = cfs_h5_input_open(path, err);
+    if (file < 0)
+        return -1;
+    int rc = build(path, file, out, err);
+    H5Fclose(file);
+    return rc;
 }
 
 static int loom_open(const char *path, cfs_dataset **out, cfs_err *err)

@@ -43,10 +43,6 @@
 
 typedef unsigned long long ull;
 
-typedef struct tenx_reader {
-    hid_t file;
-} tenx_reader;
-
 typedef enum tenx_kind {
     TENX_NOT,
     TENX_V3,            /* Cell Ranger >= 3: /matrix group */
@@ -680,52 +676,29 @@ static int tenx_probe(const cfs_probe_input *in)
     return cfs_h5_probe(in, tenx_bid, NULL);
 }
 
-static void tenx_close(void *reader)
-{
-    tenx_reader *h = reader;
-    if (!h)
-        return;
-    cfs_h5_close_file(h->file);
-    free(h);
-}
-
 static int build(const char *path, hid_t file, tenx_kind kind, char **genomes, size_t ngenomes,
                  cfs_dataset **out, cfs_err *err)
 {
     cfs_dataset *ds = cfs_dataset_new(path, TENX_FORMAT);
-    tenx_reader *h = calloc(1, sizeof *h);
-    if (!ds || !h || !(ds->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))) {
-        free(h);
+    if (!ds || !(ds->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))) {
         cfs_dataset_free(ds);
-        H5Fclose(file);
         return oom(err);
     }
-    h->file = file;
-    ds->reader = h;
-    ds->reader_close = tenx_close;
     int rc = kind == TENX_V3 ? open_v3(ds, file, err)
                              : open_legacy(ds, file, genomes, ngenomes, err);
     if (rc < 0) {
-        cfs_dataset_free(ds); /* closes the file */
+        cfs_dataset_free(ds);
         return -1;
     }
-    /* The arrays keep their own datasets (formats/h5_dormant.h): without this id an idle
-     * file can close. */
-    H5Fclose(h->file);
-    h->file = -1;
     *out = ds;
     return 0;
 }
 
 static int open_locked(const char *path, cfs_dataset **out, cfs_err *err)
 {
-    hid_t file = cfs_h5_file_open(path, err);
-    if (file < 0) {
-        char detail[sizeof err->msg];
-        snprintf(detail, sizeof detail, "%s", err->msg);
-        return cfs_err_set(err, "not a readable HDF5 file (truncated or corrupt?): %s; "
-                           "re-download or re-write it", detail);
-    }
+    hid_t file = cfs_h5_input_open(path, err);
+    if (file < 0)
+        return -1;
     char **genomes;
     size_t ngenomes;
     tenx_kind kind = classify(file, &genomes, &ngenomes);
@@ -734,7 +707,6 @@ static int open_locked(const char *path, cfs_dataset **out, cfs_err *err)
     case TENX_V3:
     case TENX_LEGACY:
         rc = build(path, file, kind, genomes, ngenomes, out, err);
-        file = -1; /* build owns it */
         break;
     case TENX_MOLECULE_INFO: rc = cfs_err_set(err, MOLECULE_INFO_REASON); break;
     case TENX_H5SEURAT: rc = cfs_err_set(err, H5SEURAT_REASON); break;
@@ -744,8 +716,7 @@ static int open_locked(const char *path, cfs_dataset **out, cfs_err *err)
                          "and gene_names); open the Cell Ranger filtered_feature_bc_matrix.h5");
         break;
     }
-    if (file >= 0)
-        H5Fclose(file);
+    H5Fclose(file);
     cfs_h5_names_free(genomes, ngenomes);
     return rc;
 }

@@ -402,8 +402,6 @@ void cfs_dataset_free(cfs_dataset *ds)
         free(ds->leftout[i].reason);
     }
     free(ds->leftout);
-    if (ds->reader_close)
-        ds->reader_close(ds->reader);
     free(ds->format_version);
     free(ds->source);
     free(ds);

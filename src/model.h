@@ -132,8 +132,6 @@ typedef struct cfs_dataset {
     /* What to do when the dataset has no drawable embedding, in the reader's words (e.g. a
      * 10x .h5 "has no embedding, so open its outs/ folder"); NULL for the general advice. */
     const char *no_embedding_hint;
-    void *reader;               /* format reader's handle, freed through reader_close */
-    void (*reader_close)(void *reader);
 } cfs_dataset;
 
 /* Construction helpers (the readers' vocabulary). All abort-free: NULL on allocation failure. */
