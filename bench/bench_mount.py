@@ -53,7 +53,6 @@ import http.client
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import statistics
@@ -75,6 +74,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import bench_layout  # noqa: E402  (the generator, the anndata baseline, defaults)
 from bench_layout import MB, default_binary, log, warm  # noqa: E402
+from conftest import mounted  # noqa: E402  (tests/conftest.py)
 
 try:
     import nginx as test_nginx  # noqa: E402  (tests/nginx.py: config, start, stop)
@@ -97,19 +97,6 @@ def on_signal(signum, frame):
 
 # ---------------------------------------------------------------------------------------------
 # processes: mounts and nginx, all tracked so that the cleanup can reach them
-
-
-def mounted(mnt):
-    """Whether mnt is a mount point now (from /proc/self/mountinfo)."""
-    real = os.path.realpath(mnt)
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            fields = line.split()
-            if len(fields) > 4:
-                point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
-                if point == real:
-                    return True
-    return False
 
 
 class Mount:

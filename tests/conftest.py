@@ -99,6 +99,19 @@ def _limit_memory(limit_bytes):
     return pre
 
 
+def mounted(mnt):
+    """Whether mnt is a mount point now (from /proc/self/mountinfo)."""
+    real = os.path.realpath(mnt)
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            fields = line.split()
+            if len(fields) > 4:
+                point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+                if point == real:
+                    return True
+    return False
+
+
 def run_cfs(cfs_path, *args, timeout=TIMEOUT, mem_limit=None, cwd=None):
     """Runs the binary; returns CompletedProcess with text stdout/stderr. mem_limit (bytes) caps
     the address space (unset it with CELLUCID_FS_NO_RLIMIT=1, e.g. for sanitizer builds)."""

@@ -63,6 +63,7 @@ from conftest import (
     bad_path,
     in_catalog,
     left_out_lines,
+    mounted,
     not_in_catalog_lines,
     refused_lines,
     run_cfs,
@@ -81,19 +82,6 @@ META_NAMES = (".zarray", ".zattrs", ".zgroup", ".zmetadata")
 
 # ---------------------------------------------------------------------------------------------
 # mounting
-
-
-def mounted(mnt):
-    """Whether mnt is a mount point now (from /proc/self/mountinfo)."""
-    real = os.path.realpath(mnt)
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            fields = line.split()
-            if len(fields) > 4:
-                point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
-                if point == real:
-                    return True
-    return False
 
 
 class Mount:

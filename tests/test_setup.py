@@ -15,18 +15,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
 
-from conftest import REPO, run_cfs
+from conftest import REPO, mounted, run_cfs
 from nginx import free_port
 
 FIXTURES = REPO / "tests" / "fixtures" / "h5ad"
-
-
-def mounted(path):
-    real = os.path.realpath(path)
-    with open("/proc/self/mounts", encoding="utf-8") as fh:
-        return any(line.split()[1] == real for line in fh)
 
 
 # Loopback only: never through a proxy named in the environment.
