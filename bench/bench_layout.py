@@ -62,6 +62,15 @@ def dir_bytes(path):
 # the input
 
 
+def print_table(rows):
+    """rows of (figure, ours, baseline, ratio, target, met) as aligned columns."""
+    head = ("figure", "cellucid-fs", "baseline (same run)", "ratio", "target", "met")
+    table = [head] + [r[:5] + ("yes" if r[5] else "NO",) for r in rows]
+    widths = [max(len(str(r[i])) for r in table) for i in range(len(head))]
+    for r in table:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
 def generate(path, cells, genes, nnz_per_cell, seed, block=10_000):
     """CSR float32 h5ad, built block by block into preallocated arrays (about 8 bytes a nonzero
     for data + indices, then what anndata's write_h5ad needs)."""
@@ -286,11 +295,7 @@ def main():
               f"{dir_bytes(work / 'anndata.zarr') / MB:.0f} MB; machine: {os.cpu_count()} CPUs")
         print(f"(c): {g_note}")
         print()
-        head = ("figure", "cellucid-fs", "baseline (same run)", "ratio", "target", "met")
-        table = [head] + [r[:5] + ("yes" if r[5] else "NO",) for r in rows]
-        widths = [max(len(str(r[i])) for r in table) for i in range(len(head))]
-        for r in table:
-            print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+        print_table(rows)
         print()
         print(json.dumps({
             "cells": cells, "genes": genes, "nnz": nnz,

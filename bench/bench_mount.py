@@ -73,7 +73,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests"))
 
 import bench_layout  # noqa: E402  (the generator, the anndata baseline, defaults)
-from bench_layout import MB, default_binary, log, warm  # noqa: E402
+from bench_layout import MB, default_binary, log, print_table, warm  # noqa: E402
 from conftest import mounted  # noqa: E402  (tests/conftest.py)
 
 try:
@@ -637,11 +637,7 @@ def bench(args, binary, work):
     print(f"(d): copies of {fixture.name}; runs {', '.join(f'{x * 1e3:.0f}' for x in many)} ms (median shown), "
           f"of which until MNT was a mount point {', '.join(f'{x * 1e3:.0f}' for x in many_mounted)} ms")
     print()
-    head = ("figure", "cellucid-fs", "baseline (same run)", "ratio", "target", "met")
-    table = [head] + [r[:5] + ("yes" if r[5] else "NO",) for r in rows]
-    widths = [max(len(str(r[i])) for r in table) for i in range(len(head))]
-    for r in table:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+    print_table(rows)
     print()
     print(json.dumps({
         "cells": cells, "genes": genes, "nnz": nnz, "chunks": len(keys), "store_mb": round(store_bytes / MB, 1),
