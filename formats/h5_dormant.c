@@ -34,6 +34,7 @@ struct cfs_h5_dset {
 };
 
 static file_rec *files;
+static size_t awake_count;      /* files with open > 0 */
 static uint64_t use_clock;
 
 static bool awake(const file_rec *f)
@@ -43,10 +44,20 @@ static bool awake(const file_rec *f)
 
 size_t cfs_h5_awake_files(void)
 {
-    size_t n = 0;
-    for (const file_rec *f = files; f; f = f->next)
-        n += awake(f);
-    return n;
+    return awake_count;
+}
+
+/* One more (or one fewer) of f's datasets has an open id. */
+static void opened_one(file_rec *f)
+{
+    if (f->open++ == 0)
+        awake_count++;
+}
+
+static void closed_one(file_rec *f)
+{
+    if (--f->open == 0)
+        awake_count--;
 }
 
 /* Closes every dataset of f; libhdf5 closes the file with the last id on it. */
@@ -57,6 +68,8 @@ static void doze(file_rec *f)
             H5Dclose(f->dsets[i]->id);
             f->dsets[i]->id = -1;
         }
+    if (awake(f))
+        awake_count--;
     f->open = 0;
     f->fileno = 0;
 }
@@ -65,7 +78,7 @@ static void doze(file_rec *f)
 static void touch(file_rec *f)
 {
     f->last_use = ++use_clock;
-    while (cfs_h5_awake_files() > CFS_H5_AWAKE_FILES) {
+    while (awake_count > CFS_H5_AWAKE_FILES) {
         file_rec *oldest = NULL;
         for (file_rec *g = files; g; g = g->next)
             if (g != f && awake(g) && (!oldest || g->last_use < oldest->last_use))
@@ -164,7 +177,7 @@ cfs_h5_dset *cfs_h5_dset_keep(hid_t dset, hid_t dapl, cfs_err *err)
         d->file = f;
         d->dapl = dapl;
         d->id = dset;
-        f->open++;
+        opened_one(f);
         touch(f);
         return d;
     }
@@ -183,21 +196,17 @@ cfs_h5_dset *cfs_h5_dset_keep(hid_t dset, hid_t dapl, cfs_err *err)
 
 /* True when the kept descriptor's file no longer has a name: libhdf5 opens files by name
  * (it resolves /proc/self/fd links to their target), so such a file cannot be opened again. */
-static bool unlinked(const char *fdpath)
+static bool unlinked(int fd)
 {
     struct stat st;
-    int fd = open(fdpath, O_RDONLY | O_CLOEXEC);
-    bool gone = fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink == 0;
-    if (fd >= 0)
-        close(fd);
-    return gone;
+    return fstat(fd, &st) == 0 && st.st_nlink == 0;
 }
 
 static int wake(cfs_h5_dset *d, cfs_err *err)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", d->file->fd);
-    if (unlinked(path))
+    if (unlinked(d->file->fd))
         return cfs_err_set(err, "%s: the file was removed or replaced since it was opened",
                            d->path);
     hid_t fapl = cfs_h5_read_fapl();
@@ -215,7 +224,7 @@ static int wake(cfs_h5_dset *d, cfs_err *err)
         cfs_h5_error_detail(detail, sizeof detail);
         return cfs_err_set(err, "%s cannot be opened again: %s", d->path, detail);
     }
-    d->file->open++;
+    opened_one(d->file);
     return 0;
 }
 
@@ -234,7 +243,7 @@ void cfs_h5_dset_free(cfs_h5_dset *d)
     file_rec *f = d->file;
     if (d->id >= 0) {
         H5Dclose(d->id);
-        f->open--;
+        closed_one(f);
     }
     for (size_t i = 0; i < f->n; i++)
         if (f->dsets[i] == d) {

@@ -496,9 +496,13 @@ static int mex_var(cfs_dataset *ds, const mex_files *f, str_list *lines, cfs_err
         return oom(err);
     }
     var->index = index;
-    if (add(var, gid, err) < 0 || (types && add(var, ft, err) < 0)) {
-        if (!types)
-            cfs_elem_free(ft);
+    /* add() frees what it could not add; ft must not be lost when gid failed. */
+    rc = add(var, gid, err);
+    if (rc == 0 && ft)
+        rc = add(var, ft, err);
+    else if (ft)
+        cfs_elem_free(ft);
+    if (rc < 0) {
         cfs_elem_free(var);
         return -1;
     }
