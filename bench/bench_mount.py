@@ -74,7 +74,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import bench_layout  # noqa: E402  (the generator, the anndata baseline, defaults)
 from bench_layout import MB, default_binary, log, print_table, warm  # noqa: E402
-from conftest import mounted  # noqa: E402  (tests/conftest.py)
+from conftest import chunk_keys, mounted  # noqa: E402  (tests/conftest.py)
 
 try:
     import nginx as test_nginx  # noqa: E402  (tests/nginx.py: config, start, stop)
@@ -262,19 +262,6 @@ class Client:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
-
-
-def chunk_keys(za):
-    """Every chunk key of a Zarr v2 array (from its .zarray document)."""
-    shape, chunks = za["shape"], za["chunks"]
-    sep = za.get("dimension_separator") or "."
-    if not shape:
-        return ["0"]
-    grid = [max(1, -(-s // c)) if s else 0 for s, c in zip(shape, chunks)]
-    keys = [""]
-    for n in grid:
-        keys = [f"{k}{sep}{i}" if k else str(i) for k in keys for i in range(n)]
-    return keys
 
 
 def store_chunks(store):

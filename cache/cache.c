@@ -355,12 +355,12 @@ int cfs_cache_reserve(cfs_cache *c, uint64_t bytes, cfs_err *err)
     pthread_mutex_unlock(&c->lock);
     if (fits)
         return 0;
-    if (work == 0)
-        return cfs_err_set(err, "cache_size is %.1f MiB; raise -o cache_size",
-                           (double)max / (1 << 20));
-    return cfs_err_set(err, "cache_size is %.1f MiB, %.1f MiB of it held by other layouts' "
-                            "work; raise -o cache_size", (double)max / (1 << 20),
-                       (double)work / (1 << 20));
+    if (bytes > max) {
+        cfs_err_set(err, "the cache's bound is %.1f MiB", (double)max / (1 << 20));
+        return CFS_CACHE_NEVER_FITS;
+    }
+    return cfs_err_set(err, "the cache's bound is %.1f MiB, %.1f MiB of it reserved",
+                       (double)max / (1 << 20), (double)work / (1 << 20));
 }
 
 void cfs_cache_release(cfs_cache *c, uint64_t bytes)

@@ -42,8 +42,10 @@ int cfs_cache_get(cfs_cache *c, const void *key, size_t key_len, cfs_cache_produ
 /*
  * Room for bytes that are not entries but live in the same folder (a layout's work files):
  * counted against the bound from now until released, made by evicting least recently used
- * entries. -1 with err when the bound cannot hold them beside the entries being written.
+ * entries. -1 with err when the bound cannot hold them beside the reservations and entries
+ * being written now; CFS_CACHE_NEVER_FITS when they exceed the whole bound.
  */
+#define CFS_CACHE_NEVER_FITS (-2)
 int cfs_cache_reserve(cfs_cache *c, uint64_t bytes, cfs_err *err);
 void cfs_cache_release(cfs_cache *c, uint64_t bytes);
 /* The size of key's entry if cached (no production); -1 if absent. */

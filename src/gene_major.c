@@ -396,16 +396,18 @@ static int emit_all(sparse_engine *e, const buckets *bk, size_t rs, cfs_err *err
 }
 
 /* Work bytes counted against the space before they are written. A refusal may pass (other
- * work ends, entries are evicted), so the job is left to run again. */
+ * work ends, entries are evicted), so the job is left to run again, unless the bytes exceed
+ * the whole bound. */
 static int reserve_work(const cfs_engine_opts *o, const char *label, uint64_t bytes,
                         cfs_err *err)
 {
     cfs_err why;
-    if (cfs_space_reserve(o->space, bytes, &why) == 0)
+    int rc = cfs_space_reserve(o->space, bytes, &why);
+    if (rc == 0)
         return 0;
-    cfs_err_set(err, "%s: its layout needs %.1f MiB of work files: %s", label,
-                (double)bytes / (1 << 20), why.msg);
-    return CFS_JOB_RETRY;
+    cfs_err_set(err, "%s: its layout needs %.1f MiB of work files: %s; raise -o cache_size",
+                label, (double)bytes / (1 << 20), why.msg);
+    return rc == CFS_SPACE_NEVER_FITS ? -1 : CFS_JOB_RETRY;
 }
 
 /* A finished job's results may give way to other work; it runs again when read again. */

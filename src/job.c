@@ -42,7 +42,8 @@ int cfs_job_acquire(cfs_job *job, cfs_err *err)
     int state = settle(job);
     if (state > 0) {
         job->readers++;
-        job->last_use = __atomic_add_fetch(&use_clock, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&job->last_use, __atomic_add_fetch(&use_clock, 1, __ATOMIC_RELAXED),
+                         __ATOMIC_RELAXED);
     } else if (err) {
         *err = job->failure;
     }

@@ -101,13 +101,11 @@ static void reopen_if_renamed(cfs_prepared *p, const cfs_known_source *k,
     p->id = NULL;
     p->reused = false;
     open_one(p, opts);
-    if (p->ds) {
-        free(p->id);
-        p->id = wanted;
-        p->id_clashed = clashed;
-    } else {
-        free(wanted);
-    }
+    /* Refused now, it still takes the new id: the version served under the old one must go,
+     * since another source has that id now. */
+    free(p->id);
+    p->id = wanted;
+    p->id_clashed = clashed;
 }
 
 int cfs_prepare_reusing(const cfs_source_list *sources, const cfs_options *opts,

@@ -86,11 +86,14 @@ void cfs_progress_end(cfs_progress *p, const char *element)
 {
     if (!p)
         return;
-    cfs_progress_note(p, element, 1);
     pthread_mutex_lock(&p->lock);
     if (p->running > 0)
         p->running--;
+    bool last = p->running == 0;
     pthread_mutex_unlock(&p->lock);
+    /* Only the last job's end shows: another still running keeps its own figure. */
+    if (last)
+        cfs_progress_note(p, element, 1);
 }
 
 bool cfs_progress_get(cfs_progress *p, char *element, size_t len, double *fraction)

@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 struct cfs_space {
@@ -40,36 +39,34 @@ void cfs_space_free(cfs_space *s)
     free(s);
 }
 
-static int by_last_use(const void *a, const void *b)
+static uint64_t last_use(const cfs_job *job)
 {
-    uint64_t x = __atomic_load_n(&(*(cfs_job *const *)a)->last_use, __ATOMIC_RELAXED);
-    uint64_t y = __atomic_load_n(&(*(cfs_job *const *)b)->last_use, __ATOMIC_RELAXED);
-    return x < y ? -1 : x > y;
+    return __atomic_load_n(&job->last_use, __ATOMIC_RELAXED);
 }
 
 /* Under the lock: drops the least recently used idle holder; false if none is idle. A job
- * that is running or being read is skipped, never waited for (try-lock only). */
+ * that is running or being read is skipped, never waited for (try-lock only). The use times
+ * move meanwhile (readers touch them under their job's lock): each pick is a fresh scan. */
 static bool drop_one(cfs_space *s)
 {
-    cfs_job **order = s->n ? malloc(s->n * sizeof *order) : NULL;
-    if (!order)
+    bool *tried = calloc(s->n ? s->n : 1, sizeof *tried);
+    if (!tried)
         return false;
-    memcpy(order, s->holders, s->n * sizeof *order);
-    qsort(order, s->n, sizeof *order, by_last_use);
-    bool dropped = false;
-    for (size_t i = 0; i < s->n && !dropped; i++) {
-        if (!cfs_job_try_drop(order[i]))
-            continue;
-        dropped = true;
-        s->dropped++;
-        for (size_t k = 0; k < s->n; k++)
-            if (s->holders[k] == order[i]) {
-                s->holders[k] = s->holders[--s->n];
-                break;
-            }
+    for (size_t attempt = 0; attempt < s->n; attempt++) {
+        size_t best = s->n;
+        for (size_t i = 0; i < s->n; i++)
+            if (!tried[i] && (best == s->n || last_use(s->holders[i]) < last_use(s->holders[best])))
+                best = i;
+        tried[best] = true;
+        if (cfs_job_try_drop(s->holders[best])) {
+            s->holders[best] = s->holders[--s->n];
+            s->dropped++;
+            free(tried);
+            return true;
+        }
     }
-    free(order);
-    return dropped;
+    free(tried);
+    return false;
 }
 
 static void wait_for_release(cfs_space *s)
@@ -91,6 +88,8 @@ int cfs_space_reserve(cfs_space *s, uint64_t bytes, cfs_err *err)
     pthread_mutex_lock(&s->lock);
     int rc;
     while ((rc = s->bound.reserve(s->bound.ctx, bytes, err)) < 0) {
+        if (rc == CFS_SPACE_NEVER_FITS)
+            break;
         if (drop_one(s))
             continue;
         /* Other layouts run or are being read: their space comes back. With none, it never

@@ -1,10 +1,10 @@
 /*
  * Disk space for the layout engine's work files, under a bound it does not own: the mount's
- * cache, so that cache_size bounds everything in the cache folder. Finished jobs whose results
- * nobody reads are the first to give way (least recently used first; they run again when read
- * again), then cached chunks (the bound's own eviction); a reservation that does not fit while
- * other work holds space waits for it. An export has no bound: a NULL space
- * grants every reservation.
+ * cache, so that cache_size bounds everything in the cache folder. A reservation first evicts
+ * cached chunks (the bound's own eviction); when that is not enough, finished jobs whose
+ * results nobody reads give way (least recently used first; they run again when read again),
+ * and a reservation that still does not fit while other work holds space waits for it. An
+ * export has no bound: a NULL space grants every reservation.
  */
 #ifndef CFS_SPACE_H
 #define CFS_SPACE_H
@@ -16,7 +16,11 @@
 
 typedef struct cfs_space cfs_space;
 
-/* The bound: reserve makes room for `bytes` or fails with a reason; release gives them back. */
+/* What a bound's reserve (and cfs_space_reserve) returns for bytes beyond the whole bound. */
+#define CFS_SPACE_NEVER_FITS (-2)
+
+/* The bound: reserve makes room for `bytes` or fails with a reason (-1: not now;
+ * CFS_SPACE_NEVER_FITS: never); release gives them back. */
 typedef struct cfs_space_bound {
     int (*reserve)(void *ctx, uint64_t bytes, cfs_err *err);
     void (*release)(void *ctx, uint64_t bytes);
@@ -26,8 +30,9 @@ typedef struct cfs_space_bound {
 cfs_space *cfs_space_new(const cfs_space_bound *bound);
 void cfs_space_free(cfs_space *s);
 /* Room for `bytes` of work files: dropping idle jobs' results if the bound refuses, waiting
- * while other reservations are out; -1 (the bound's reason in err) when it cannot fit alone.
- * The caller must hold no reservation of its own (it could wait for itself). */
+ * while other reservations are out; -1 (the bound's reason in err) when it cannot fit now
+ * with nothing else out, CFS_SPACE_NEVER_FITS at once when it exceeds the whole bound. The
+ * caller must hold no reservation of its own (it could wait for itself). */
 int cfs_space_reserve(cfs_space *s, uint64_t bytes, cfs_err *err);
 void cfs_space_release(cfs_space *s, uint64_t bytes);
 /* job's results hold space now and may be dropped (cfs_job_try_drop) to make room. Its drop

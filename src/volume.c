@@ -458,7 +458,8 @@ static int build(cfs_volume *v, cfs_err *err)
 static int reserve_work(void *ctx, uint64_t bytes, cfs_err *err)
 {
     cfs_volume *v = ctx;
-    return v->cache ? cfs_cache_reserve(v->cache, bytes, err) : 0;
+    int rc = v->cache ? cfs_cache_reserve(v->cache, bytes, err) : 0;
+    return rc == CFS_CACHE_NEVER_FITS ? CFS_SPACE_NEVER_FITS : rc;
 }
 
 static void release_work(void *ctx, uint64_t bytes)
