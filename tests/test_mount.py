@@ -135,7 +135,8 @@ class Mount:
                 problems.append(f"fusermount3 -u: {r.stderr.strip()}")
                 subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
         try:
-            self.proc.wait(15)
+            if self.proc.wait(15) != 0:
+                problems.append(f"the daemon exited with {self.proc.returncode}:\n{self.stderr()[-2000:]}")
         except subprocess.TimeoutExpired:
             problems.append("the daemon did not exit within 15 s of the unmount")
             self.proc.terminate()
@@ -375,15 +376,18 @@ class UsageMonitor:
     """Samples cache_usage(cache, pid) every few ms on a thread; .peak is the largest seen."""
 
     def __init__(self, cache, pid=None):
-        self.cache, self.pid, self.peak, self.samples = cache, pid, 0, 0
+        self.cache, self.pid, self.peak, self.samples, self.error = cache, pid, 0, 0, None
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, cache_usage(self.cache, self.pid))
-            self.samples += 1
-            time.sleep(0.002)
+        try:
+            while not self._stop.is_set():
+                self.peak = max(self.peak, cache_usage(self.cache, self.pid))
+                self.samples += 1
+                time.sleep(0.002)
+        except Exception as e:  # noqa: BLE001 - reported by __exit__, not lost with the thread
+            self.error = e
 
     def __enter__(self):
         self._t.start()
@@ -393,6 +397,8 @@ class UsageMonitor:
         self._stop.set()
         self._t.join()
         self.peak = max(self.peak, cache_usage(self.cache, self.pid))
+        assert self.error is None, f"the cache sampler failed: {self.error!r}"
+        assert self.samples >= 10, f"the cache was sampled only {self.samples} times"
 
 
 def cache_stats(m):
@@ -659,6 +665,7 @@ def test_cache_bound_holds_and_evicts(cfs, mounts, tmp_path):
         assert_same_tree(m.mnt, out)
     c = cache_stats(m)
     assert mon.peak <= SMALL_CACHE, f"the cache folder reached {mon.peak} bytes (bound {SMALL_CACHE})"
+    assert mon.peak > SMALL_CACHE // 2, f"the sampler saw at most {mon.peak} bytes: it did not see the cache"
     assert c["evicted"] > 0, c
     assert c["bytes"] <= SMALL_CACHE, c
     entries = [f for f in os.listdir(cache) if f.isdigit()]
@@ -852,7 +859,7 @@ def test_kill9_during_production_then_remount(cfs, mounts, big, tmp_path):
         threads = [threading.Thread(target=reader, args=(order[k::4],)) for k in range(4)]
         for t in threads:
             t.start()
-        started.wait(10)
+        assert started.wait(10), "the readers did not start"
         if when == "during the layout job":
             time.sleep(0.05)
             # the status document shows the work going on (DESIGN §6)
@@ -864,6 +871,7 @@ def test_kill9_during_production_then_remount(cfs, mounts, big, tmp_path):
             deadline = time.monotonic() + 30
             while len(entries()) == before and time.monotonic() < deadline:
                 time.sleep(0.001)
+            assert len(entries()) > before, "no entry landed within 30 s: the kill would not be the one named"
         m.kill9()
         for t in threads:
             t.join(30)

@@ -31,6 +31,14 @@ def get(url):
         return r.status, r.headers.get("Content-Length"), r.read()
 
 
+def leftovers(session, base):
+    """Processes of the example's session (nginx's workers) or naming its folder (the daemon)."""
+    found = []
+    for args in (["pgrep", "-a", "-s", str(session)], ["pgrep", "-af", str(base)]):
+        found += subprocess.run(args, capture_output=True, text=True).stdout.split("\n")
+    return [line for line in found if line.strip()]
+
+
 def test_example_serves_the_fixtures_and_unmounts_on_ctrl_c(cfs, tmp_path):
     # nginx's workers (another user) must reach the mount: pytest's own folders are 0700.
     base, port = Path(tempfile.mkdtemp(prefix="cfs-example-")), free_port()
@@ -64,16 +72,19 @@ def test_example_serves_the_fixtures_and_unmounts_on_ctrl_c(cfs, tmp_path):
         os.killpg(proc.pid, signal.SIGINT)     # what Ctrl-C in the terminal sends
         proc.wait(20)
         assert not mounted(mnt), "the mount was left behind after Ctrl-C"
-        # the daemon and nginx's worker exit right after the unmount: give them a moment
+        assert proc.returncode == 0, (proc.returncode, (tmp_path / "example.log").read_text())
+        # the daemon (it leaves the session when it daemonizes; its command line names the
+        # folder) and nginx's workers (in the session) exit right after: give them a moment
         deadline, left = time.monotonic() + 10, "?"
         while left and time.monotonic() < deadline:
-            left = subprocess.run(["pgrep", "-af", str(base)], capture_output=True, text=True).stdout.strip()
+            left = leftovers(proc.pid, base)
             time.sleep(0.1)
         assert not left, f"processes left behind: {left}"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+        subprocess.run(["pkill", "-KILL", "-s", str(proc.pid)], capture_output=True)
         subprocess.run(["pkill", "-KILL", "-f", str(base)], capture_output=True)
         if mounted(mnt):
             subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)

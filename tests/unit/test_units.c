@@ -733,7 +733,7 @@ static void test_cache_work(void)
         cfs_buf_reset(&b);
         CHECK(cfs_cache_get(c, key, strlen(key), produce, &p, &b, &err) == 0);
     }
-    CHECK(cfs_cache_reserve(c, 20000, &err) < 0 && strstr(err.msg, "cache_size") != NULL);
+    CHECK(cfs_cache_reserve(c, 20000, &err) == CFS_CACHE_NEVER_FITS);
     cfs_cache_stats st;
     cfs_cache_stats_get(c, &st);
     CHECK(st.entries == 3 && st.evicted == 0 && st.work_bytes == 0);
@@ -758,11 +758,16 @@ static void test_cache_work(void)
 /* A bound that counts what is held against a limit the test moves. */
 typedef struct counting_bound {
     uint64_t held, limit;
+    uint64_t whole;             /* bytes over this never fit; 0: no such limit */
 } counting_bound;
 
 static int bound_reserve(void *ctx, uint64_t bytes, cfs_err *err)
 {
     counting_bound *s = ctx;
+    if (s->whole && bytes > s->whole) {
+        cfs_err_set(err, "never");
+        return CFS_SPACE_NEVER_FITS;
+    }
     if (s->held + bytes > s->limit)
         return cfs_err_set(err, "no room");
     s->held += bytes;
@@ -798,7 +803,7 @@ static float value_sum(cfs_elem *el, cfs_err *err)
 static void test_gene_major_space(void)
 {
     cfs_perm *perm = cfs_perm_new(3, 0);
-    counting_bound cb = {0, 10};
+    counting_bound cb = {0, 10, 0};
     cfs_space_bound bound = {bound_reserve, bound_release, &cb};
     cfs_space *space = cfs_space_new(&bound);
     cfs_engine_opts o = {.memory = 4u << 20, .workdir = "/tmp", .space = space};
@@ -815,6 +820,15 @@ static void test_gene_major_space(void)
     CHECK(value_sum(b, &err) == 100);   /* A's results were dropped to make room */
     CHECK(cb.held == 32);
     CHECK(value_sum(a, &err) == 10 && cb.held == 32);
+    /* Work beyond the whole bound fails at once, drops nothing, and fails for good. */
+    cfs_elem *c = small_csr(100);
+    CHECK(cfs_gene_major_sparse(c, perm, &o, "C", &err) == 0);
+    cb.whole = 50;
+    CHECK(value_sum(c, &err) < 0 && strstr(err.msg, "never") && cb.held == 32);
+    cb.whole = 0;
+    CHECK(value_sum(c, &err) < 0 && cb.held == 32);
+    CHECK(value_sum(a, &err) == 10);    /* A's results were not dropped for C */
+    cfs_elem_free(c);
     cfs_elem_free(a);
     cfs_elem_free(b);
     CHECK(cb.held == 0);
