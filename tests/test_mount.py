@@ -64,149 +64,20 @@ from conftest import (
     in_catalog,
     left_out_lines,
     mounted,
+    mounts,
+    nginx_on,
     not_in_catalog_lines,
     refused_lines,
     run_cfs,
     snapshot,
     strip_format_ext,
 )
-from nginx import Nginx
 
 warnings.simplefilter("ignore")
 pytestmark = pytest.mark.filterwarnings("ignore")
 
-READY_TIMEOUT = 20.0
 LIVE_TIMEOUT = 10.0
 META_NAMES = (".zarray", ".zattrs", ".zgroup", ".zmetadata")
-
-
-# ---------------------------------------------------------------------------------------------
-# mounting
-
-
-class Mount:
-    """One `cellucid-fs mount -f` process serving src on mnt."""
-
-    def __init__(self, cfs, src, mnt, cache, opts, logdir):
-        self.cfs, self.src, self.mnt, self.cache = Path(cfs), Path(src), Path(mnt), Path(cache)
-        self.opts = list(opts)
-        self.logdir = Path(logdir)
-        self.proc = None
-        self.log = None
-
-    def start(self):
-        if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
-            pytest.fail("the mount tests need /dev/fuse and fusermount3 (Debian package fuse3)", pytrace=False)
-        self.mnt.mkdir(parents=True, exist_ok=True)
-        assert not mounted(self.mnt), f"{self.mnt} is already a mount point"
-        self.logdir.mkdir(parents=True, exist_ok=True)
-        n = len(list(self.logdir.glob("mount-*.log")))
-        self.log = self.logdir / f"mount-{n}.log"
-        o = ",".join([f"cache_dir={self.cache}"] + self.opts)
-        self.argv = [str(self.cfs), "mount", "-f", "-o", o, str(self.src), str(self.mnt)]
-        with open(self.log, "wb") as fh:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"cellucid-fs mount exited with {self.proc.returncode} before serving:\n"
-                            f"{' '.join(self.argv)}\n{self.stderr()}", pytrace=False)
-            if mounted(self.mnt) and (self.mnt / "datasets.json").exists():
-                return self
-            time.sleep(0.05)
-        pytest.fail(f"{self.mnt}/datasets.json did not appear within {READY_TIMEOUT} s:\n{self.stderr()}",
-                    pytrace=False)
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def stderr(self):
-        return self.log.read_text(errors="replace") if self.log and self.log.exists() else ""
-
-    def stop(self):
-        """Unmounts (lazily if need be) and makes sure the daemon is gone. Returns problems seen."""
-        problems = []
-        if self.proc is None:
-            return problems
-        if mounted(self.mnt):
-            r = subprocess.run(["fusermount3", "-u", str(self.mnt)], capture_output=True, text=True)
-            if r.returncode != 0:
-                problems.append(f"fusermount3 -u: {r.stderr.strip()}")
-                subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
-        try:
-            if self.proc.wait(15) != 0:
-                problems.append(f"the daemon exited with {self.proc.returncode}:\n{self.stderr()[-2000:]}")
-        except subprocess.TimeoutExpired:
-            problems.append("the daemon did not exit within 15 s of the unmount")
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        if mounted(self.mnt):
-            subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
-        self.proc = None
-        return problems
-
-    def kill9(self):
-        """SIGKILL the daemon (a crash), then detach the dead mount."""
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-        subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
-        deadline = time.monotonic() + 5
-        while mounted(self.mnt) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not mounted(self.mnt), "fusermount3 -uz did not detach the dead mount"
-        self.proc = None
-
-    def status(self):
-        return json.loads((self.mnt / "status.json").read_text(encoding="utf-8"))
-
-    def catalog(self):
-        return json.loads((self.mnt / "datasets.json").read_text(encoding="utf-8"))
-
-
-@pytest.fixture
-def mounts(cfs, tmp_path):
-    """mount(src, mnt=None, cache=None, opts=()) -> a started Mount; all are unmounted (and
-    their daemons gone) at teardown, whatever happened. An unmount that needed force, or a daemon
-    that had to be killed, fails the test."""
-    started = []
-
-    def mount(src, mnt=None, cache=None, opts=()):
-        k = len(started)
-        m = Mount(cfs, src, mnt or tmp_path / f"mnt{k}", cache or tmp_path / f"cache{k}", opts, tmp_path / "logs")
-        started.append(m)
-        return m.start()
-
-    yield mount
-    problems = []
-    for m in reversed(started):
-        try:
-            problems += m.stop()
-        except Exception as e:  # keep tearing the others down
-            problems.append(f"{m.mnt}: {e!r}")
-    leftover = [m for m in started if m.proc is not None or mounted(m.mnt)]
-    assert not leftover, f"mounts left behind: {[str(m.mnt) for m in leftover]}"
-    assert not problems, "unclean unmount:\n" + "\n".join(problems)
-
-
-@pytest.fixture
-def nginx_on(mounts, tmp_path):
-    """nginx_on(root) -> a started Nginx serving root; stopped at teardown, before the mounts
-    (this fixture depends on `mounts`, so it is torn down first)."""
-    servers = []
-
-    def start(root):
-        n = Nginx(root, tmp_path / f"nginx{len(servers)}")
-        servers.append(n)
-        return n.start()
-
-    yield start
-    for n in servers:
-        n.stop()
 
 
 # ---------------------------------------------------------------------------------------------
