@@ -11,8 +11,8 @@
  * The analysis: every projection.csv and clusters.csv below analysis/, found by walking the
  * tree (Cell Ranger's paths changed with its versions: flat in 1.x, N_components in 2-6,
  * gene_expression_ prefixes from 7). Projections become obsm arrays (float64, NaN for cells the
- * CSV does not list), clusterings obs categoricals (Cell Ranger's integer labels as int64
- * categories, code -1 for cells the CSV does not list). A CSV that cannot be joined safely to
+ * CSV does not list), clusterings obs categoricals (Cell Ranger's integer labels as string
+ * categories in numeric order, code -1 for cells the CSV does not list). A CSV that cannot be joined safely to
  * the matrix (a malformed row, a barcode the matrix lacks, a barcode listed twice) is left out
  * whole with its reason: never a partial or shifted value.
  *
@@ -1103,8 +1103,23 @@ out:
     return parsed || *msg ? 0 : -1;
 }
 
-/* The categorical: categories = the distinct labels ascending (int64), codes index them, -1
- * for cells the CSV does not list. NULL on allocation failure. */
+/* The categories of a clustering: Cell Ranger's integer labels as strings ("1", "2", ...), in
+ * numeric order. Strings because JS viewers (Vitessce's AnnData loader) show numeric categories
+ * by their codes, and because scanpy and Seurat users see cluster labels as strings. */
+static cfs_elem *label_strings(const int64_t *labels, uint64_t n)
+{
+    char **strs = calloc(n ? n : 1, sizeof *strs);
+    for (uint64_t i = 0; strs && i < n; i++)
+        if (!(strs[i] = dupf("%lld", (long long)labels[i]))) {
+            cfs_strings_free(strs, (size_t)i);
+            free(strs);
+            return NULL;
+        }
+    return strs ? strings_elem("categories", strs, n) : NULL;
+}
+
+/* The categorical: categories = the distinct labels in numeric order, as strings; codes index
+ * them, -1 for cells the CSV does not list. NULL on allocation failure. */
 static cfs_elem *categorical(const char *name, const cluster_rows *cr, uint64_t n_obs)
 {
     int64_t *cats = malloc((cr->rows ? cr->rows : 1) * sizeof *cats);
@@ -1151,8 +1166,9 @@ static cfs_elem *categorical(const char *name, const cluster_rows *cr, uint64_t 
         free(cats);
         return NULL;
     }
-    if (!(el->categories = mem_elem(CFS_EL_ARRAY, "categories", CFS_INT64, 1, &ncat, cats))) {
-        free(cats);
+    el->categories = label_strings(cats, ncat);
+    free(cats);
+    if (!el->categories) {
         cfs_elem_free(el);
         return NULL;
     }

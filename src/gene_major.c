@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "job.h"
+#include "sparse_index.h"
 #include "spill.h"
 
 enum { MAX_BUCKETS = 256 };
@@ -553,7 +554,8 @@ static int result_read(const cfs_array *arr, const uint64_t *start, const uint64
     size_t esize = cfs_dtype_size(arr->dtype);
     int rc = 0;
     if (r->which == 2)
-        memcpy(out, e->out_indptr + start[0], count[0] * sizeof(int64_t));
+        for (uint64_t k = 0; k < count[0]; k++)
+            cfs_int_set(arr->dtype, out, k, e->out_indptr[start[0] + k]);
     else
         rc = cfs_pread_full(r->which == 0 ? e->data_fd : e->index_fd, out, count[0] * esize,
                             start[0] * esize, err);
@@ -606,10 +608,10 @@ int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o
     e->workdir = strdup(o->workdir);
     e->label = strdup(label);
     e->data_fd = e->index_fd = -1;
-    e->out_index = e->n_obs < (UINT64_C(1) << 31) ? CFS_INT32 : CFS_INT64;
+    e->out_index = cfs_sparse_index_dtype(e->nnz, e->n_obs);
     cfs_array *d = result_array(e, 0, el->values->dtype, e->nnz);
     cfs_array *i = result_array(e, 1, e->out_index, e->nnz);
-    cfs_array *p = result_array(e, 2, CFS_INT64, e->n_vars + 1);
+    cfs_array *p = result_array(e, 2, e->out_index, e->n_vars + 1);
     cfs_job_unref(&e->job);
     if (!d || !i || !p || !e->workdir || !e->label) {
         cfs_array_unref(d);

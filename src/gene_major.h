@@ -21,7 +21,8 @@ typedef struct cfs_engine_opts {
 } cfs_engine_opts;
 
 /* Rewrites a sparse (csr or csc) cells x genes element in place into csc_matrix with rows in
- * stored order: int64 indptr over genes, int32 (or int64) row indices ascending per gene. */
+ * stored order: indptr over genes and row indices ascending per gene, both
+ * in one dtype (cfs_sparse_index_dtype). */
 int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
                           const char *label, cfs_err *err);
 /* Rewrites a dense 2-d cells x genes array in place: rows in stored order, stored in blocks of

@@ -5,6 +5,7 @@
 #include "../formats/format.h"
 #include "embedding.h"
 #include "model.h"
+#include "sparse_index.h"
 #include "zmeta.h"
 
 /* The name anndata gives an element's encoding. */
@@ -70,6 +71,24 @@ static json_t *entries(const cfs_dataset *ds, const char *key, bool embeddings)
     return list;
 }
 
+/* Sparse elements whose reader gives indices and indptr in dtypes other than the store's one. */
+static void index_dtype_changes(const cfs_elem *el, const char *path, json_t *list)
+{
+    if (el->kind == CFS_EL_SPARSE) {
+        cfs_dtype stored = cfs_sparse_elem_index_dtype(el);
+        if (el->aux->dtype != stored || el->indptr->dtype != stored)
+            json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s}", "element", path,
+                                                  "indices", cfs_dtype_name(el->aux->dtype),
+                                                  "indptr", cfs_dtype_name(el->indptr->dtype),
+                                                  "stored", cfs_dtype_name(stored)));
+    }
+    for (size_t i = 0; i < el->nchildren; i++) {
+        char child[1024];
+        snprintf(child, sizeof child, "%s%s%s", path, *path ? "/" : "", el->children[i]->name);
+        index_dtype_changes(el->children[i], child, list);
+    }
+}
+
 static json_t *describe(const cfs_dataset *ds)
 {
     const cfs_elem *x = cfs_elem_child(ds->root, "X");
@@ -84,7 +103,7 @@ static json_t *describe(const cfs_dataset *ds)
     json_t *xdesc = x ? json_pack("{s:s, s:s?}", "encoding", encoding_name(x), "dtype",
                                   elem_dtype(x))
                       : json_null();
-    return json_pack("{s:s, s:s?, s:n, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
+    json_t *doc = json_pack("{s:s, s:s?, s:n, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
                      "s:b, s:o}",
                      "format", ds->format, "version", ds->format_version, "refused",
                      "n_obs", (json_int_t)ds->n_obs, "n_vars", (json_int_t)ds->n_vars,
@@ -95,6 +114,10 @@ static json_t *describe(const cfs_dataset *ds)
                      "obsp", entries(ds, "obsp", false), "varp", entries(ds, "varp", false),
                      "layers", entries(ds, "layers", false), "uns", uns_keys,
                      "raw", cfs_elem_child(ds->root, "raw") != NULL, "left_out", left);
+    json_t *changes = json_array();
+    index_dtype_changes(ds->root, "", changes);
+    json_object_set_new(doc, "index_dtype_changes", changes);
+    return doc;
 }
 
 json_t *cfs_inspect_file(const char *path)
@@ -172,6 +195,12 @@ static void print_text(FILE *out, json_t *doc)
     json_array_foreach(json_object_get(doc, "left_out"), i, lo)
         fprintf(out, "  left out %s: %s\n", json_string_value(json_object_get(lo, "element")),
                 json_string_value(json_object_get(lo, "reason")));
+    json_array_foreach(json_object_get(doc, "index_dtype_changes"), i, lo)
+        fprintf(out, "  %s: indices %s and indptr %s in the source, both written as %s (one index "
+                "dtype per sparse matrix, int32 where it fits)\n", json_string_value(json_object_get(lo, "element")),
+                json_string_value(json_object_get(lo, "indices")),
+                json_string_value(json_object_get(lo, "indptr")),
+                json_string_value(json_object_get(lo, "stored")));
 }
 
 int cfs_inspect(char *const *paths, int n, bool as_json, FILE *out)

@@ -7,6 +7,7 @@
 #include "gene_major.h"
 #include "permute.h"
 #include "priority.h"
+#include "sparse_index.h"
 
 typedef struct layout {
     cfs_dataset *ds;
@@ -191,7 +192,7 @@ static int apply_priority(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err 
     return rc;
 }
 
-int cfs_layout_apply(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *err)
+static int apply_order(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *err)
 {
     switch (opts->order) {
     case CFS_ORDER_ORIGINAL:
@@ -202,4 +203,11 @@ int cfs_layout_apply(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *err)
         return apply_priority(ds, opts, err);
     }
     return cfs_err_set(err, "unknown cell order");
+}
+
+int cfs_layout_apply(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *err)
+{
+    if (apply_order(ds, opts, err) < 0)
+        return -1;
+    return cfs_sparse_unify_indices(ds->root, err);
 }

@@ -5,6 +5,7 @@
 
 #include "job.h"
 #include "priority.h"
+#include "sparse_index.h"
 
 cfs_perm *cfs_perm_new(uint64_t n, uint64_t seed)
 {
@@ -253,6 +254,7 @@ typedef struct sparse_job {
     cfs_perm *perm;
     bool csr, both_axes;
     uint64_t major_n;                     /* rows for csr, columns for csc */
+    cfs_dtype out_index;                  /* of out_indices and out_indptr */
     void *out_data, *out_indices, *out_indptr;
 } sparse_job;
 
@@ -325,18 +327,18 @@ static int sparse_run(cfs_job *job, cfs_err *err)
     }
     qsort(e, nnz, sizeof *e, compare_entries);
     s->out_data = malloc((nnz ? nnz : 1) * vsize);
-    s->out_indices = malloc((nnz ? nnz : 1) * cfs_dtype_size(s->indices->dtype));
-    s->out_indptr = calloc(s->major_n + 1, cfs_dtype_size(s->indptr->dtype));
+    s->out_indices = malloc((nnz ? nnz : 1) * cfs_dtype_size(s->out_index));
+    s->out_indptr = calloc(s->major_n + 1, cfs_dtype_size(s->out_index));
     if (!s->out_data || !s->out_indices || !s->out_indptr) {
         cfs_err_set(err, "out of memory");
         goto done;
     }
     uint64_t k = 0;
     for (uint64_t m = 0; m <= s->major_n; m++) {
-        cfs_int_set(s->indptr->dtype, s->out_indptr, m, (int64_t)k);
+        cfs_int_set(s->out_index, s->out_indptr, m, (int64_t)k);
         while (k < nnz && (uint64_t)e[k].major == m) {
             memcpy((char *)s->out_data + k * vsize, (char *)data + e[k].src * vsize, vsize);
-            cfs_int_set(s->indices->dtype, s->out_indices, k, e[k].minor);
+            cfs_int_set(s->out_index, s->out_indices, k, e[k].minor);
             k++;
         }
     }
@@ -389,7 +391,7 @@ static void part_free(void *ctx)
 
 static const cfs_array_ops part_ops = {part_read, part_free, NULL};
 
-static cfs_array *part_array(sparse_job *job, int which, const cfs_array *like)
+static cfs_array *part_array(sparse_job *job, int which, cfs_dtype dtype, const cfs_array *like)
 {
     sparse_part *p = malloc(sizeof *p);
     if (!p)
@@ -397,7 +399,7 @@ static cfs_array *part_array(sparse_job *job, int which, const cfs_array *like)
     p->job = job;
     p->which = which;
     cfs_job_ref(&job->job);
-    cfs_array *a = cfs_array_new(like->dtype, 1, like->shape, &part_ops, p);
+    cfs_array *a = cfs_array_new(dtype, 1, like->shape, &part_ops, p);
     if (!a)
         part_free(p);
     return a;
@@ -416,8 +418,10 @@ int cfs_perm_sparse(cfs_elem *el, cfs_perm *perm, bool both_axes, cfs_err *err)
     s->csr = el->csr;
     s->both_axes = both_axes;
     s->major_n = el->csr ? el->sparse_shape[0] : el->sparse_shape[1];
-    cfs_array *d = part_array(s, 0, el->values), *i = part_array(s, 1, el->aux),
-              *p = part_array(s, 2, el->indptr);
+    s->out_index = cfs_sparse_elem_index_dtype(el);
+    cfs_array *d = part_array(s, 0, el->values->dtype, el->values),
+              *i = part_array(s, 1, s->out_index, el->aux),
+              *p = part_array(s, 2, s->out_index, el->indptr);
     cfs_job_unref(&s->job);
     if (!d || !i || !p) {
         cfs_array_unref(d);

@@ -201,3 +201,23 @@ def test_inspect_human_refused(cfs):
 def test_inspect_usage(cfs):
     r = run_cfs(cfs, "inspect")
     assert r.returncode == 1, describe(r)
+
+
+@pytest.mark.parametrize("name", GOOD_NAMES)
+def test_index_dtype_changes(cfs, name):
+    """inspect names every sparse element whose indices and indptr the source stores in dtypes
+    other than the store's one index dtype (int32 here: every fixture fits), with both dtypes."""
+    want = []
+    with h5py.File(good_path(name), "r") as f:
+        def visit(path, obj):
+            if isinstance(obj, h5py.Group) and h5_str_attr(obj.attrs, "encoding-type") in ("csr_matrix", "csc_matrix"):
+                ind, ptr = obj["indices"].dtype, obj["indptr"].dtype
+                if ind != np.int32 or ptr != np.int32:
+                    want.append({"element": path, "indices": ind.name, "indptr": ptr.name, "stored": "int32"})
+        f.visititems(visit)
+    (entry,) = inspect_json(cfs, good_path(name))
+    assert sorted(entry["index_dtype_changes"], key=lambda e: e["element"]) == sorted(want, key=lambda e: e["element"])
+    text = run_cfs(cfs, "inspect", good_path(name)).stdout
+    for w in want:
+        assert (f"  {w['element']}: indices {w['indices']} and indptr {w['indptr']} in the source, "
+                f"both written as int32") in text, text

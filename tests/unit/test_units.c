@@ -20,6 +20,7 @@
 #include "../../src/identity.h"
 #include "../../src/permute.h"
 #include "../../src/priority.h"
+#include "../../src/sparse_index.h"
 #include "../../src/model.h"
 #include "../../src/store.h"
 #include "../../src/utf8.h"
@@ -556,8 +557,8 @@ static void test_gene_major_sparse(void)
     cfs_engine_opts o = {.memory = 4u << 20, .workdir = "/tmp"};
     cfs_err err;
     CHECK(cfs_gene_major_sparse(el, perm, &o, "X", &err) == 0);
-    CHECK(!el->csr && el->indptr->dtype == CFS_INT64 && el->aux->dtype == CFS_INT32);
-    int64_t optr[G + 1];
+    CHECK(!el->csr && el->indptr->dtype == CFS_INT32 && el->aux->dtype == CFS_INT32);
+    int32_t optr[G + 1];
     int32_t orow[NNZ];
     float oval[NNZ];
     uint64_t z[1] = {0}, cg[1] = {G + 1}, cn[1] = {NNZ};
@@ -568,7 +569,7 @@ static void test_gene_major_sparse(void)
     /* Each gene's rows ascend and map back to the source value through the permutation. */
     float dense[N][G] = {{1, 0, 2}, {0, 3, 0}, {4, 5, 0}, {0, 0, 6}};
     for (int g = 0; g < G; g++)
-        for (int64_t k = optr[g]; k < optr[g + 1]; k++) {
+        for (int32_t k = optr[g]; k < optr[g + 1]; k++) {
             CHECK(k == optr[g] || orow[k] > orow[k - 1]);
             CHECK(dense[perm->order[orow[k]]][g] == oval[k]);
         }
@@ -932,6 +933,64 @@ static void test_progress(void)
     cfs_progress_free(p);
 }
 
+/* One index dtype per sparse matrix: the boundaries of the rule, and a csr element whose
+ * reader gives uint16 indices and int64 indptr read back as int32, values kept; an index that
+ * does not fit int32 fails the read instead of wrapping. */
+static void test_sparse_index_dtype(void)
+{
+    const uint64_t lim = UINT64_C(1) << 31;
+    CHECK(cfs_sparse_index_dtype(0, 0) == CFS_INT32);
+    CHECK(cfs_sparse_index_dtype(lim - 1, lim - 1) == CFS_INT32);
+    CHECK(cfs_sparse_index_dtype(lim, 10) == CFS_INT64);
+    CHECK(cfs_sparse_index_dtype(10, lim) == CFS_INT64);
+
+    cfs_elem *el = cfs_elem_new(CFS_EL_SPARSE, "X");
+    uint64_t nnz = 3, nptr = 3;
+    float *data = malloc(nnz * sizeof *data);
+    uint16_t *ind = malloc(nnz * sizeof *ind);
+    int64_t *ptr = malloc(nptr * sizeof *ptr);
+    data[0] = 1, data[1] = 2, data[2] = 3;
+    ind[0] = 0, ind[1] = 65535, ind[2] = 7;
+    ptr[0] = 0, ptr[1] = 2, ptr[2] = 3;
+    el->values = cfs_array_from_memory(CFS_FLOAT32, 1, &nnz, data);
+    el->aux = cfs_array_from_memory(CFS_UINT16, 1, &nnz, ind);
+    el->indptr = cfs_array_from_memory(CFS_INT64, 1, &nptr, ptr);
+    el->csr = true;
+    el->sparse_shape[0] = 2;
+    el->sparse_shape[1] = 70000;
+    cfs_elem *root = cfs_elem_new(CFS_EL_ANNDATA, NULL);
+    cfs_elem_add(root, el);
+    cfs_err err = {{0}};
+    CHECK(cfs_sparse_unify_indices(root, &err) == 0);
+    CHECK(el->aux->dtype == CFS_INT32 && el->indptr->dtype == CFS_INT32);
+    int32_t got_ind[3] = {0}, got_ptr[3] = {0};
+    uint64_t start[1] = {0};
+    CHECK(cfs_array_read(el->aux, start, &nnz, got_ind, &err) == 0);
+    CHECK(cfs_array_read(el->indptr, start, &nptr, got_ptr, &err) == 0);
+    CHECK(got_ind[0] == 0 && got_ind[1] == 65535 && got_ind[2] == 7);
+    CHECK(got_ptr[0] == 0 && got_ptr[1] == 2 && got_ptr[2] == 3);
+    cfs_array *before = el->aux;
+    CHECK(cfs_sparse_unify_indices(root, &err) == 0 && el->aux == before); /* already one dtype */
+    cfs_elem_free(root);
+
+    /* A damaged source: an int64 index past int32 in a matrix the rule stores as int32. */
+    cfs_elem *bad = cfs_elem_new(CFS_EL_SPARSE, "bad");
+    uint64_t one = 1, two = 2;
+    int64_t *bind = malloc(sizeof *bind), *bptr = malloc(2 * sizeof *bptr);
+    float *bdata = malloc(sizeof *bdata);
+    bind[0] = INT64_C(1) << 40, bptr[0] = 0, bptr[1] = 1, bdata[0] = 1;
+    bad->values = cfs_array_from_memory(CFS_FLOAT32, 1, &one, bdata);
+    bad->aux = cfs_array_from_memory(CFS_INT64, 1, &one, bind);
+    bad->indptr = cfs_array_from_memory(CFS_INT64, 1, &two, bptr);
+    bad->csr = true;
+    bad->sparse_shape[0] = 1;
+    bad->sparse_shape[1] = 5;
+    CHECK(cfs_sparse_unify_indices(bad, &err) == 0);
+    int32_t v = 0;
+    CHECK(cfs_array_read(bad->aux, start, &one, &v, &err) < 0 && strstr(err.msg, "out of range"));
+    cfs_elem_free(bad);
+}
+
 int main(void)
 {
     test_cache();
@@ -949,6 +1008,7 @@ int main(void)
     test_probe_shares_file();
     test_dormant_files();
     test_gene_major_sparse();
+    test_sparse_index_dtype();
     test_zarray_json();
     test_vlen();
     test_chunk_addressing();
