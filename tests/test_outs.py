@@ -8,7 +8,8 @@ or from matrix.mtx[.gz] with scipy.io.mmread (genes x cells, transposed), barcod
 from their .tsv[.gz]; every projection.csv and clusters.csv with the csv module (values with
 float(), labels with int()). For every cell, the store's obsm rows equal the CSV's coordinates
 (NaN rows for cells a CSV does not list) and its obs categoricals equal the CSV's labels
-(missing for unlisted cells), with Cell Ranger's integer labels as int64 categories."""
+(missing for unlisted cells), with Cell Ranger's integer labels as string categories ("1", "2",
+..., "10") in numeric order."""
 
 import csv
 import gzip
@@ -162,7 +163,8 @@ def assert_matches_source(a, entry):
                 assert np.isnan(v[i]).all(), (key, b)
                 missing.append(i)
         assert missing == spec["missing"], (key, missing)
-    # clusterings: integer categories, each cell's label the CSV's, missing where unlisted
+    # clusterings: string categories in numeric order, each cell's label the CSV's, missing
+    # where unlisted
     cols = [c for c in a.obs.columns]
     assert sorted(cols) == sorted(entry["obs"]), cols
     for key, spec in entry["obs"].items():
@@ -170,12 +172,12 @@ def assert_matches_source(a, entry):
         col = a.obs[key]
         assert isinstance(col.dtype, pd.CategoricalDtype), (key, col.dtype)
         cats = col.cat.categories
-        assert cats.dtype == np.int64, (key, cats.dtype)
-        assert list(cats) == sorted(set(labels.values())), key
+        assert cats.dtype == object and all(isinstance(c, str) for c in cats), (key, cats.dtype)
+        assert list(cats) == [str(v) for v in sorted(set(labels.values()))], key
         missing = []
         for i, b in enumerate(bcs):
             if b in labels:
-                assert col.iloc[i] == labels[b], (key, b)
+                assert col.iloc[i] == str(labels[b]), (key, b)
             else:
                 assert pd.isna(col.iloc[i]), (key, b)
                 missing.append(i)
