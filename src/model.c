@@ -312,6 +312,9 @@ void cfs_elem_free(cfs_elem *el)
 
 int cfs_elem_add(cfs_elem *parent, cfs_elem *child)
 {
+    /* A child a reader failed to allocate: refused here, so no caller appends a NULL child. */
+    if (!child)
+        return -1;
     cfs_elem **grown = realloc(parent->children, (parent->nchildren + 1) * sizeof *grown);
     if (!grown)
         return -1;

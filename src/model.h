@@ -159,7 +159,8 @@ cfs_array *cfs_array_from_memory(cfs_dtype dtype, int ndim, const uint64_t *shap
 
 cfs_elem *cfs_elem_new(cfs_elem_kind kind, const char *name);
 void cfs_elem_free(cfs_elem *el);
-/* Appends child (ownership passes to parent); -1 on allocation failure. */
+/* Appends child (ownership passes to parent); -1 on allocation failure or a NULL child (a
+ * reader's failed allocation: the caller reports out of memory). */
 int cfs_elem_add(cfs_elem *parent, cfs_elem *child);
 cfs_elem *cfs_elem_child(const cfs_elem *parent, const char *name);
 /* The named child if it is a dict, else a new empty dict in its place (NULL on allocation

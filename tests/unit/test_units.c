@@ -959,7 +959,8 @@ static void test_sparse_index_dtype(void)
     el->sparse_shape[0] = 2;
     el->sparse_shape[1] = 70000;
     cfs_elem *root = cfs_elem_new(CFS_EL_ANNDATA, NULL);
-    cfs_elem_add(root, el);
+    CHECK(cfs_elem_add(root, NULL) < 0 && root->nchildren == 0); /* a failed allocation */
+    CHECK(cfs_elem_add(root, el) == 0 && root->nchildren == 1);
     cfs_err err = {{0}};
     CHECK(cfs_sparse_unify_indices(root, &err) == 0);
     CHECK(el->aux->dtype == CFS_INT32 && el->indptr->dtype == CFS_INT32);
