@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (as root) and runs cellucid-fs.
 #   bash setup.sh test      install, build, run every test (ends with "N passed, N failed")
-#   bash setup.sh example   install, build, export the bundled example and serve it on
-#                           http://127.0.0.1:8000/ until Ctrl-C
+#   bash setup.sh example   install, build, mount the bundled example (example/: 283 real PBMCs
+#                           as pbmc.h5ad, pbmc_loom.loom and the Cell Ranger folder
+#                           pbmc_cellranger/) and serve it on http://127.0.0.1:8000/ until Ctrl-C
 #   bash setup.sh deps|build
 #   bash setup.sh serve-example   the example's mount + serve only (what tests/test_setup.py
 #                                 runs); EXAMPLE_DIR, EXAMPLE_PORT and CELLUCID_FS override the
@@ -56,7 +57,7 @@ example() {
     if mountpoint -q "$mnt"; then fusermount3 -u "$mnt"; fi
     # allow_other: nginx's workers run as another user than the one mounting.
     "${CELLUCID_FS:-./cellucid-fs}" mount -o allow_other,cache_dir="$base/cache" \
-        "$PWD/tests/fixtures/h5ad" "$mnt"
+        "$PWD/example" "$mnt"
     # Expanded now: at exit, this function's locals are gone (and set -u would stop the trap).
     trap "fusermount3 -u '$mnt'" EXIT
     cat >"$base/nginx/nginx.conf" <<NGINX
@@ -77,8 +78,21 @@ http {
     }
 }
 NGINX
-    echo "Mounted tests/fixtures/h5ad on $mnt; serving it on http://127.0.0.1:$port/"
-    echo "(try: curl http://127.0.0.1:$port/datasets.json). Ctrl-C stops and unmounts."
+    local url=http://127.0.0.1:$port
+    cat <<EOF
+Mounted example/ on $mnt; serving it on $url/
+283 real PBMCs (10x Genomics' PBMC3k, from Debian's r-cran-sctransform) three ways: pbmc.h5ad,
+pbmc_loom.loom and the Cell Ranger folder pbmc_cellranger/ (see example/README.md). Try:
+  curl $url/datasets.json                          the catalog: pbmc, pbmc_cellranger, pbmc_loom
+  curl $url/status.json                            every source, and the cache
+  curl $url/pbmc.zarr/.zmetadata                   a store's consolidated metadata
+  curl $url/pbmc_loom.zarr/.zmetadata
+  curl $url/pbmc_cellranger.zarr/.zmetadata
+  curl $url/pbmc.zarr/obs/cell_type/codes/.zarray  one obs column's array
+  /usr/bin/python3 -c "import anndata; print(anndata.read_zarr('$mnt/pbmc.zarr'))"
+  /usr/bin/python3 $PWD/example/read_over_http.py $url/pbmc.zarr   (zarr + anndata over HTTP)
+Ctrl-C stops nginx and unmounts.
+EOF
     nginx -p "$base/nginx" -c "$base/nginx/nginx.conf" || true
 }
 
