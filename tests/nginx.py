@@ -39,7 +39,20 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         root {root};
-        location / {{ autoindex off; }}
+        autoindex off;
+        # the CORS rules of the README's nginx recipe ("Serving a mount"), which
+        # tests/test_js_clients.py checks from a page of another origin in Chromium
+        location / {{
+            add_header Access-Control-Allow-Origin "*" always;
+            add_header Access-Control-Expose-Headers "Content-Range, ETag" always;
+            if ($request_method = OPTIONS) {{
+                add_header Access-Control-Allow-Origin "*";
+                add_header Access-Control-Allow-Methods "GET, HEAD, OPTIONS";
+                add_header Access-Control-Allow-Headers "Range";
+                add_header Access-Control-Max-Age 86400;
+                return 204;
+            }}
+        }}
     }}
 }}
 """
