@@ -15,7 +15,7 @@ DEBIAN_PACKAGES=(
     build-essential autoconf automake pkg-config
     libhdf5-dev libjansson-dev libblosc-dev libzstd-dev zlib1g-dev libsqlite3-dev libfuse3-dev fuse3 nginx
     python3-anndata python3-zarr python3-h5py python3-loompy python3-numpy python3-pandas python3-scipy
-    python3-pytest
+    python3-pytest nodejs chromium
 )
 
 deps() {
@@ -31,6 +31,20 @@ deps() {
     fi
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# The npm packages of tests/test_js_clients.py (zarrita.js, playwright-core, esbuild), at the
+# versions of tests/js/package-lock.json. Debian's nodejs has no npm (NodeSource's has it built in).
+js_deps() {
+    if ! command -v npm >/dev/null; then
+        if [ "$(id -u)" -ne 0 ]; then
+            echo "setup.sh: npm is missing; run as root or apt-get install npm" >&2
+            exit 1
+        fi
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
+    fi
+    npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
 }
 
 build() {
@@ -73,8 +87,19 @@ http {
         root $mnt;
         sendfile on;
         autoindex off;
-        add_header Access-Control-Allow-Origin "*" always;
-        add_header Access-Control-Expose-Headers "Content-Range, ETag" always;
+        # The README's CORS recipe: a browser on another origin sends a preflight for a
+        # Range it does not consider simple (a suffix range, bytes=-N).
+        location / {
+            add_header Access-Control-Allow-Origin "*" always;
+            add_header Access-Control-Expose-Headers "Content-Range, ETag" always;
+            if (\$request_method = OPTIONS) {
+                add_header Access-Control-Allow-Origin "*";
+                add_header Access-Control-Allow-Methods "GET, HEAD, OPTIONS";
+                add_header Access-Control-Allow-Headers "Range";
+                add_header Access-Control-Max-Age 86400;
+                return 204;
+            }
+        }
     }
 }
 NGINX
@@ -97,9 +122,9 @@ EOF
 }
 
 case "${1:-}" in
-deps) deps ;;
+deps) deps; js_deps ;;
 build) deps; build ;;
-test) deps; build; run_tests ;;
+test) deps; js_deps; build; run_tests ;;
 example) deps; build; example ;;
 serve-example) example ;;
 *) echo "usage: bash setup.sh test|example|deps|build|serve-example" >&2; exit 1 ;;

@@ -34,6 +34,7 @@ http {{
     fastcgi_temp_path {d}/fastcgi;
     uwsgi_temp_path {d}/uwsgi;
     scgi_temp_path {d}/scgi;
+    include /etc/nginx/mime.types;
     default_type application/octet-stream;
     sendfile on;
     server {{
