@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../src/buf.h"
-#include "../src/error.h"
+#include "buf.h"
+#include "error.h"
 
 typedef struct cfs_cache cfs_cache;
 

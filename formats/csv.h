@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../src/error.h"
+#include "error.h"
 
 /* Longest line accepted: a longer one is an error (a binary file, not a text table). */
 #define CFS_TEXT_MAX_LINE ((size_t)1 << 20)

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "../src/model.h"
+#include "model.h"
 
 /* What the registry has learned about an input before asking formats to bid. */
 typedef struct cfs_probe_input {

@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../src/model.h"
+#include "model.h"
 
 /* Axis ceiling: a size line claiming more is refused before anything is allocated. */
 #define CFS_MTX_MAX_AXIS ((uint64_t)1 << 32)

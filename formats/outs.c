@@ -3,7 +3,7 @@
  * recognised by the files they hold whatever their name: the filtered matrix plus the analysis/
  * projections and clusterings Cell Ranger computed.
  *
- * The matrix: the filtered .h5 (read by the 10x reader, formats/tenx.c) when there is one, else
+ * The matrix: the filtered .h5 (read by the 10x reader, formats/hdf5/tenx.c) when there is one, else
  * the MatrixMarket folder (filtered_feature_bc_matrix/ of Cell Ranger >= 3, or Cell Ranger 2's
  * filtered_gene_bc_matrices/<genome>/), plain or gzipped, read by formats/mtx.c: the genes x
  * cells file is indexed as CSR over cells (see mtx.h for what is held in memory).

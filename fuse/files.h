@@ -14,8 +14,8 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "../src/buf.h"
-#include "../src/error.h"
+#include "buf.h"
+#include "error.h"
 
 typedef struct cfs_files cfs_files;
 

@@ -18,9 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../cache/cache.h"
-#include "../src/volume.h"
-#include "../src/watch.h"
+#include "cache.h"
+#include "volume.h"
+#include "watch.h"
 #include "files.h"
 #include "mount.h"
 

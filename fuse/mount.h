@@ -4,7 +4,7 @@
 
 #include <stdbool.h>
 
-#include "../src/options.h"
+#include "options.h"
 
 /* Mounts src on mnt and serves until unmounted (fusermount3 -u mnt). Returns the exit status. */
 int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bool foreground,

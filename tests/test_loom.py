@@ -1,4 +1,4 @@
-"""Loom inputs (formats/loom.c) end to end: `cellucid-fs export` of every fixture of
+"""Loom inputs (formats/hdf5/loom.c) end to end: `cellucid-fs export` of every fixture of
 tests/fixtures/loom (written by tests/fixtures/make_loom_fixtures.py) reads with
 anndata.read_zarr equal, value for value, to what anndata.read_loom and loompy read from the
 file (or, where loompy cannot read it, to h5py's reading of the loom spec); bad files are

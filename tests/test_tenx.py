@@ -1,4 +1,4 @@
-"""10x Genomics .h5 matrices (formats/tenx.c), fixtures in tests/fixtures/tenx/ (DropletUtils'
+"""10x Genomics .h5 matrices (formats/hdf5/tenx.c), fixtures in tests/fixtures/tenx/ (DropletUtils'
 write10xCounts v2/v3 from make_tenx_fixtures.R, the rest from make_tenx_fixtures.py).
 
 The oracle reads each file with h5py in this test, independently of the reader: X is the CSR

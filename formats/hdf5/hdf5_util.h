@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../src/model.h"
+#include "model.h"
 #include "format.h"
 
 /*

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "../cache/cache.h"
+#include "cache.h"
 #include "buf.h"
 #include "options.h"
 

@@ -5,7 +5,7 @@
 #include "hdf5_util.h"
 #include "h5_dormant.h"
 
-#include "../src/utf8.h"
+#include "utf8.h"
 
 #include <pthread.h>
 #include <stdio.h>

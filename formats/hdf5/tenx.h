@@ -2,7 +2,7 @@
 #ifndef CFS_TENX_H
 #define CFS_TENX_H
 
-#include "../src/model.h"
+#include "model.h"
 
 /*
  * Opens a Cell Ranger .h5 matrix (>= 3.0 /matrix layout, or 1.2-2.x one group per genome) as a

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../formats/format.h"
+#include "format.h"
 #include "catalog.h"
 #include "embedding.h"
 #include "identity.h"

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "../fuse/mount.h"
+#include "mount.h"
 #include "export.h"
 #include "inspect.h"
 #include "options.h"

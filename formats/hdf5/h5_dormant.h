@@ -18,7 +18,7 @@
 #include <hdf5.h>
 #include <stddef.h>
 
-#include "../src/error.h"
+#include "error.h"
 
 /* Files whose datasets stay open (the least recently used beyond this are closed). */
 #define CFS_H5_AWAKE_FILES 16

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../formats/format.h"
+#include "format.h"
 
 static int compare_paths(const void *a, const void *b)
 {

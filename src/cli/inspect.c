@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-#include "../formats/format.h"
+#include "format.h"
 #include "embedding.h"
 #include "model.h"
 #include "sparse_index.h"
