@@ -1,4 +1,5 @@
 #include "cache.h"
+#include "number.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -87,15 +88,14 @@ static int reconcile(cfs_cache *c, cfs_err *err)
     DIR *d = opendir(c->dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
-        char *end;
-        long long id = strtoll(e->d_name, &end, 10);
-        bool numbered = e->d_name[0] >= '0' && e->d_name[0] <= '9' && *end == '\0';
+        uint64_t id;
+        bool numbered = cfs_parse_u64(e->d_name, &id);
         bool known = false;
         if (numbered) {
             sqlite3_stmt *q;
             if (sqlite3_prepare_v2(c->db, "SELECT 1 FROM entries WHERE id = ?", -1, &q, NULL) ==
                 SQLITE_OK) {
-                sqlite3_bind_int64(q, 1, id);
+                sqlite3_bind_int64(q, 1, (sqlite3_int64)id);
                 known = sqlite3_step(q) == SQLITE_ROW;
                 sqlite3_finalize(q);
             }
@@ -127,7 +127,7 @@ static int make_dirs(const char *dir, cfs_err *err)
 {
     char *p = strdup(dir);
     if (!p)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     for (char *s = p + 1; *s; s++) {
         if (*s != '/')
             continue;
@@ -149,7 +149,7 @@ cfs_cache *cfs_cache_open(const char *dir, uint64_t max_bytes, cfs_err *err)
     cfs_cache *c = calloc(1, sizeof *c);
     if (!c || !(c->dir = strdup(dir))) {
         free(c);
-        cfs_err_set(err, "out of memory");
+        cfs_err_oom(err);
         return NULL;
     }
     c->max_bytes = max_bytes;
@@ -235,7 +235,7 @@ static int read_fd(int fd, int64_t size, cfs_buf *out, cfs_err *err)
 {
     if (cfs_buf_reserve(out, (size_t)size) < 0) {
         close(fd);
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     }
     size_t got = 0;
     while (got < (size_t)size) {
@@ -356,10 +356,10 @@ int cfs_cache_reserve(cfs_cache *c, uint64_t bytes, cfs_err *err)
     if (fits)
         return 0;
     if (bytes > max) {
-        cfs_err_set(err, "the cache's bound is %.1f MiB", (double)max / (1 << 20));
-        return CFS_CACHE_NEVER_FITS;
+        return cfs_err_setc(err, CFS_ENEVERFITS, "the cache's bound is %.1f MiB",
+                            (double)max / (1 << 20));
     }
-    return cfs_err_set(err, "the cache's bound is %.1f MiB, %.1f MiB of it reserved",
+    return cfs_err_setc(err, CFS_ERETRY, "the cache's bound is %.1f MiB, %.1f MiB of it reserved",
                        (double)max / (1 << 20), (double)work / (1 << 20));
 }
 

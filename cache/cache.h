@@ -1,10 +1,11 @@
 /*
- * The on-disk LRU cache (DESIGN §2): opaque keys to immutable byte strings, bounded in total
- * size, persistent across runs, safe against a kill at any instant. It knows keys and bytes
- * only, nothing of datasets.
+ * The on-disk LRU cache (docs/design.md §2.3): opaque keys to immutable byte strings, bounded in
+ * total size, persistent across runs, safe against a kill at any instant. It knows keys and
+ * bytes only, nothing of datasets.
  *
- * Each entry is one file named by the key's hash, written under a temporary name and renamed
- * into place; a SQLite index (WAL) records key, size and last use. At open, files without an
+ * Each entry is one file named by its row id in the index (DIR/<id>), written under a temporary
+ * name (DIR/tmp-<pid>-<n>) and renamed into place; a SQLite index (WAL, DIR/index.sqlite)
+ * records id, key (the whole key, unique), size and last use. At open, files without an
  * index row and rows without a file are dropped, so a crash never leaves an entry that is later
  * served wrong.
  */
@@ -42,10 +43,10 @@ int cfs_cache_get(cfs_cache *c, const void *key, size_t key_len, cfs_cache_produ
 /*
  * Room for bytes that are not entries but live in the same folder (a layout's work files):
  * counted against the bound from now until released, made by evicting least recently used
- * entries. -1 with err when the bound cannot hold them beside the reservations and entries
- * being written now; CFS_CACHE_NEVER_FITS when they exceed the whole bound.
+ * entries. -1 with err when they cannot be held: status CFS_ERETRY when the bound cannot hold
+ * them beside the reservations and entries being written now, CFS_ENEVERFITS when they exceed
+ * the whole bound.
  */
-#define CFS_CACHE_NEVER_FITS (-2)
 int cfs_cache_reserve(cfs_cache *c, uint64_t bytes, cfs_err *err);
 void cfs_cache_release(cfs_cache *c, uint64_t bytes);
 /* The size of key's entry if cached (no production); -1 if absent. */

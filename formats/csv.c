@@ -4,9 +4,16 @@
  * matrix.mtx.gz alike. A gzip stream that ends early is reported as truncated (zlib's
  * Z_BUF_ERROR after a short read), never taken for the end of the file.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* vasprintf */
+#endif
+
 #include "csv.h"
+#include "strfmt.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -37,7 +44,7 @@ int cfs_text_open(const char *path, const char *label, cfs_text **out, cfs_err *
         if (t)
             free(t->label);
         free(t);
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     }
     errno = 0;
     t->gz = gzopen(path, "rbe");
@@ -97,7 +104,7 @@ static int grow_line(cfs_text *t, size_t need, cfs_err *err)
         cap *= 2;
     char *p = realloc(t->line, cap);
     if (!p)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     t->line = p;
     t->line_cap = cap;
     return 0;
@@ -251,4 +258,115 @@ long cfs_csv_split(char *line, char sep, char **fields, size_t max)
             return n;
         p++;
     }
+}
+
+typedef unsigned long long ull;
+
+/* The data lines of a walk: 0 (with *why or not), -1 on allocation failure. */
+static int walk_rows(const cfs_csv_walk *w, cfs_text *t, char **fld, long nf,
+                     uint64_t *first_line, char **why)
+{
+    char *line, *unknown_first = NULL;
+    size_t len;
+    uint64_t unknown = 0, unknown_line = 0, rows = 0;
+    cfs_err err;
+    int rc;
+    while ((rc = cfs_text_line(t, &line, &len, &err)) > 0) {
+        uint64_t ln = cfs_text_lineno(t);
+        if (len == 0)
+            continue;
+        if (!cfs_text_terminated(t)) {
+            /* A CSV's last line without its line end may have been cut in a value. */
+            *why = cfs_strdupf("%s: its last line (%llu) has no line end, so the file looks cut short",
+                        w->label, (ull)ln);
+            goto out;
+        }
+        long got = cfs_csv_split(line, ',', fld, (size_t)nf + 1);
+        if (got != nf) {
+            *why = got < 0 ? cfs_strdupf("%s: line %llu has an unclosed quote", w->label, (ull)ln)
+                           : cfs_strdupf("%s: line %llu has %ld field%s where the header has %ld",
+                                  w->label, (ull)ln, got, got == 1 ? "" : "s", nf);
+            goto out;
+        }
+        const uint64_t *r = cfs_strset_get(w->keys, fld[0]);
+        if (!r) {
+            if (unknown++ == 0) {
+                unknown_first = strdup(fld[0]);
+                unknown_line = ln;
+            }
+            continue;
+        }
+        if (w->seen[*r]) {
+            *why = cfs_strdupf("%s: line %llu lists barcode %s again (first on line %llu)", w->label,
+                        (ull)ln, fld[0], (ull)first_line[*r]);
+            goto out;
+        }
+        uint64_t row = *r;
+        int k = w->row(w->ctx, row, ln, fld, why);
+        if (k < 0) {
+            free(unknown_first);
+            return -1;
+        }
+        if (k > 0)
+            goto out;
+        w->seen[row] = 1;
+        first_line[row] = ln;
+        rows++;
+    }
+    if (rc < 0)
+        *why = strdup(err.msg);
+    else if (unknown)
+        *why = cfs_strdupf("%s names %llu barcode%s the matrix lacks (first: %s, line %llu)", w->label,
+                    (ull)unknown, unknown == 1 ? "" : "s", unknown_first ? unknown_first : "?",
+                    (ull)unknown_line);
+    else if (rows == 0)
+        *why = cfs_strdupf("%s lists no cell", w->label);
+    else {
+        free(unknown_first);
+        return 0;
+    }
+out:
+    free(unknown_first);
+    return *why ? 0 : -1;
+}
+
+int cfs_csv_walk_run(const cfs_csv_walk *w, char **why)
+{
+    *why = NULL;
+    cfs_text *t;
+    cfs_err err;
+    if (cfs_text_open(w->path, w->label, &t, &err) < 0)
+        return (*why = strdup(err.msg)) ? 0 : -1;
+    char *line, **fld = NULL;
+    uint64_t *first_line = NULL;
+    size_t len;
+    int rc = cfs_text_line(t, &line, &len, &err);
+    if (rc <= 0) {
+        *why = rc < 0 ? strdup(err.msg) : cfs_strdupf("%s is empty", w->label);
+        rc = *why ? 0 : -1;
+        goto out;
+    }
+    size_t maxf = 1;
+    for (const char *q = line; *q; q++)
+        maxf += *q == ',';
+    if (!(fld = calloc(maxf, sizeof *fld))) {
+        rc = -1;
+        goto out;
+    }
+    long nf = 0;
+    rc = w->header(w->ctx, fld, cfs_csv_split(line, ',', fld, maxf), &nf, why);
+    if (rc != 0) {
+        rc = rc < 0 ? -1 : *why ? 0 : -1;
+        goto out;
+    }
+    char **row = (size_t)nf + 1 > maxf ? realloc(fld, ((size_t)nf + 1) * sizeof *fld) : fld;
+    if (row)
+        fld = row;
+    first_line = calloc(w->nrows ? w->nrows : 1, sizeof *first_line);
+    rc = row && first_line ? walk_rows(w, t, fld, nf, first_line, why) : -1;
+out:
+    cfs_text_close(t);
+    free(fld);
+    free(first_line);
+    return rc;
 }

@@ -1,7 +1,7 @@
 /*
  * Small text-table helpers for the readers of text formats (Cell Ranger's MatrixMarket folders,
  * their .tsv lists and analysis/ CSVs): a line reader over plain or gzip-compressed files
- * (zlib's gz* functions read both), and a CSV field splitter.
+ * (zlib's gz* functions read both), a CSV field splitter, and a walk over keyed CSV tables.
  */
 #ifndef CFS_CSV_H
 #define CFS_CSV_H
@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "strset.h"
 
 /* Longest line accepted: a longer one is an error (a binary file, not a text table). */
 #define CFS_TEXT_MAX_LINE ((size_t)1 << 20)
@@ -53,5 +54,31 @@ void cfs_text_close(cfs_text *t);
  * sep.
  */
 long cfs_csv_split(char *line, char sep, char **fields, size_t max);
+
+/*
+ * One walk over a CSV whose first column is a key naming a row of a table (Cell Ranger's
+ * analysis/ CSVs: a barcode of the matrix): its header line, then every data line in order.
+ * Blank lines are skipped. The walk stops with a reason (malloc'd, starting with label) at an
+ * empty file, a last line without a line end, an unclosed quote, a line whose field count is not
+ * the header's, or a key listed twice; after the walk, keys the table lacks (counted, the first
+ * named) and a file listing no row are reasons too. A CSV with a reason is to be left out whole.
+ */
+typedef struct cfs_csv_walk {
+    const char *path, *label;
+    const cfs_strset *keys;    /* key -> row */
+    uint64_t nrows;            /* every row < nrows */
+    unsigned char *seen;       /* nrows zeroed bytes: the walk sets those of the rows listed */
+    /* The header's n fields (n is -1 for an unclosed quote): 0 to read the data lines, with
+     * *nfields their field count (the key included); 1 if it is not the header the caller
+     * reads, with *why; -1 on allocation failure. */
+    int (*header)(void *ctx, char **fields, long n, long *nfields, char **why);
+    /* A data line's fields, for row (line: its 1-based number): 0 to go on, 1 to stop with
+     * *why, -1 on allocation failure. */
+    int (*row)(void *ctx, uint64_t row, uint64_t line, char **fields, char **why);
+    void *ctx;
+} cfs_csv_walk;
+
+/* 0 with *why NULL (every line read) or the reason; -1 on allocation failure. */
+int cfs_csv_walk_run(const cfs_csv_walk *w, char **why);
 
 #endif

@@ -1,42 +1,71 @@
 /*
- * The format registry (libarchive's reader model): each input format is one file with a probe,
- * which bids from content, and an open, which builds the dataset model from metadata only.
- * Adding a format touches formats/registry.c and nothing else.
+ * The format registry (libarchive's reader model; docs/design.md §10). Each input format is one
+ * file (or one folder of files) defining a cfs_format: a probe, which bids from content, an
+ * open, which builds the dataset model from metadata only, and what people and the folder scan
+ * need to know of it. The table in formats/registry.c lists them; everything that depends on
+ * which formats exist (the folder scan, the id rules, the refusal text, --help) is derived from
+ * that table. Adding a format is its file plus one line in the table.
  */
 #ifndef CFS_FORMAT_H
 #define CFS_FORMAT_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "model.h"
-
-/* What the registry has learned about an input before asking formats to bid. */
-typedef struct cfs_probe_input {
-    const char *path;
-    int is_dir;
-    const unsigned char *head;     /* first bytes of a regular file */
-    size_t head_len;
-    long long hdf5_offset;         /* offset of the HDF5 superblock, or -1 */
-    /* The HDF5 file, opened by the first bidder that asks and shared by the rest (see
-     * cfs_h5_probe in hdf5_util.h); the registry closes it after the winner's open. */
-    struct cfs_probe_hdf5 *hdf5;
-} cfs_probe_input;
+#include "probe.h"
 
 typedef struct cfs_format {
+    /* The registry name: ds->format, inspect's "format", datasets.json. */
     const char *name;
+    /* One line for people, e.g. "AnnData .h5ad files (anndata 0.8 or later)". */
+    const char *summary;
+    /* Name endings of its files, longest first, NULL-terminated (NULL: none, a folder format):
+     * which names a folder scan probes, and what the id rules strip from a file's name. */
+    const char *const *extensions;
+    /* True if its inputs are folders. */
+    bool folders;
+    /* The container its files are (e.g. "HDF5"), for "not an HDF5 file" messages; or NULL. */
+    const char *container;
+    /* Folder names that say nothing of the data (Cell Ranger's "outs"): an input so named takes
+     * the name of the folder holding it. NULL-terminated, or NULL. */
+    const char *const *unnamed_folders;
+    /* Sub-folders below any folder where its inputs also live, as paths with '*' standing for
+     * any one name ("per_sample_outs/ * /count" without the spaces); NULL-terminated, or NULL. */
+    const char *const *nested;
     /* 0 = not mine; 1..100 = confidence. Must not fail loudly: it is asked about everything. */
-    int (*probe)(const cfs_probe_input *in);
+    int (*probe)(cfs_probe_input *in);
     /* Builds the model. On refusal returns -1 with a one-line reason in err (what is wrong and
-     * what to do; the caller prefixes the file name). */
+     * what to do; the caller prefixes the file name). The registry sets ds->format. */
     int (*open)(const char *path, cfs_dataset **out, cfs_err *err);
+    /* Optional, asked in table order when no format bids: 0 if the input is not of its family;
+     * -1 with the reason in err if it is and cannot be read; 1 if it opens after all (the probe
+     * was too strict), which makes this format the one detected. */
+    int (*explain)(cfs_probe_input *in, cfs_err *err);
 } cfs_format;
+
+/* The table, NULL-terminated, in the order formats are asked. */
+const cfs_format *const *cfs_formats(void);
+/* Puts table (NULL: the built-in one) in its place and returns the one it replaces: how a unit
+ * test adds a format the binary does not ship. Not thread-safe; never used by the program. */
+const cfs_format *const *cfs_formats_replace(const cfs_format *const *table);
 
 /* The format that bids highest for path, or NULL with a reason in err. */
 const cfs_format *cfs_format_detect(const char *path, cfs_err *err);
-/* Detects and opens. On failure err holds the reason (without the file name). */
+/* Detects and opens; sets ds->format. On failure err holds the reason (without the file name). */
 int cfs_format_open(const char *path, cfs_dataset **out, cfs_err *err);
 
-/* True if the name looks like an input worth probing when scanning a folder. */
-int cfs_format_candidate_name(const char *name);
+/* True if the name ends with an extension of some format (worth probing in a folder scan). */
+bool cfs_format_candidate_name(const char *name);
+/* The length of name without the longest format extension it ends with (compared without
+ * case), optionally followed by ".gz", ".bz2" or ".xz"; strlen(name) when it has none. */
+size_t cfs_format_stem_len(const char *name);
+/* True if name[0..n) is one of the formats' unnamed_folders. */
+bool cfs_format_unnamed_folder(const char *name, size_t n);
+/* Prints one line per format, "  <indent><summary>", for --help. */
+void cfs_format_print_list(FILE *out, const char *indent);
+/* "AnnData .h5ad files, Loom files, ..." (the summaries, joined), for messages. */
+const char *cfs_format_list_text(void);
 
 #endif

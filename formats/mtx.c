@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "csv.h"
+#include "number.h"
 
 #define STREAM_BLOCK ((uint64_t)1 << 16)
 #define DAMAGED "re-download the file or write it again"
@@ -91,60 +92,12 @@ static size_t tokens(char *p, char **tok, size_t max)
     }
 }
 
-/* A whole token of decimal digits; false if it is not one or exceeds UINT64_MAX. */
-static bool parse_u64(const char *s, uint64_t *out)
-{
-    if (*s < '0' || *s > '9')
-        return false;
-    uint64_t v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return false;
-        unsigned d = (unsigned)(*s - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return true;
-}
-
-static bool parse_i64(const char *s, int64_t *out)
-{
-    bool neg = *s == '-';
-    if (*s == '-' || *s == '+')
-        s++;
-    uint64_t u;
-    if (!parse_u64(s, &u))
-        return false;
-    if (neg ? u > (uint64_t)INT64_MAX + 1 : u > (uint64_t)INT64_MAX)
-        return false;
-    *out = neg ? (int64_t)(0 - u) : (int64_t)u;
-    return true;
-}
-
-/* A decimal floating-point token (strtod's grammar without hexadecimal floats). */
-static bool parse_real(const char *s, double *out)
-{
-    const char *p = s;
-    if (*p == '-' || *p == '+')
-        p++;
-    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
-        return false;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0')
-        return false;
-    *out = v;
-    return true;
-}
-
 /* A 1-based index token within 1..limit, as a 0-based index. */
 static int parse_index(const cfs_mtx *m, const char *tok, uint64_t limit, const char *what,
                        uint64_t *out, cfs_err *err)
 {
     uint64_t v;
-    if (!parse_u64(tok, &v) || v < 1 || v > limit)
+    if (!cfs_parse_u64(tok, &v) || v < 1 || v > limit)
         return line_error(m, err, "%s index '%.40s' is not an integer between 1 and %llu (the "
                           "size line's %s count)", what, tok, (ull)limit, what);
     *out = v - 1;
@@ -177,12 +130,12 @@ static int next_entry(cfs_mtx *m, uint64_t *i, uint64_t *j, mval *v, cfs_err *er
             return -1;
         switch (m->field) {
         case CFS_MTX_INTEGER:
-            if (!parse_i64(tok[2], &v->i))
+            if (!cfs_parse_i64(tok[2], &v->i))
                 return line_error(m, err, "value '%.40s' is not an integer (the header says "
                                   "integer)", tok[2]);
             break;
         case CFS_MTX_REAL:
-            if (!parse_real(tok[2], &v->d))
+            if (!cfs_parse_double(tok[2], false, &v->d))
                 return line_error(m, err, "value '%.40s' is not a number", tok[2]);
             break;
         case CFS_MTX_PATTERN:
@@ -249,8 +202,8 @@ static int parse_header(cfs_mtx *m, cfs_err *err)
             break;
     }
     nt = tokens(line, tok, 4);
-    if (nt != 3 || !parse_u64(tok[0], &m->rows) || !parse_u64(tok[1], &m->cols) ||
-        !parse_u64(tok[2], &m->nnz_declared))
+    if (nt != 3 || !cfs_parse_u64(tok[0], &m->rows) || !cfs_parse_u64(tok[1], &m->cols) ||
+        !cfs_parse_u64(tok[2], &m->nnz_declared))
         return line_error(m, err, "not a size line 'rows columns entries' (three integers)");
     if (m->rows > CFS_MTX_MAX_AXIS || m->cols > CFS_MTX_MAX_AXIS)
         return line_error(m, err, "the size line claims %llu x %llu, beyond any single-cell "
@@ -271,7 +224,7 @@ int cfs_mtx_open(const char *path, const char *label, cfs_mtx **out, cfs_err *er
     cfs_mtx *m = calloc(1, sizeof *m);
     if (!m || !(m->label = strdup(label))) {
         free(m);
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     }
     pthread_mutex_init(&m->lock, NULL);
     m->refs = 1;
@@ -372,10 +325,11 @@ static int sort_in_memory(cfs_mtx *m, cfs_err *err)
 {
     uint64_t n = m->nnz_declared;
     if (n > SIZE_MAX / sizeof(ent))
-        return cfs_err_set(err, "out of memory sorting %s", m->label);
+        return cfs_err_setc(err, CFS_ENOMEM, "out of memory sorting %s", m->label);
     ent *e = malloc((n ? n : 1) * sizeof *e);
     uint64_t *fill = malloc((m->n_major ? m->n_major : 1) * sizeof *fill);
-    int rc = e && fill ? 0 : cfs_err_set(err, "out of memory sorting the %llu entries of %s",
+    int rc = e && fill ? 0 : cfs_err_setc(err, CFS_ENOMEM,
+                                          "out of memory sorting the %llu entries of %s",
                                           (ull)n, m->label);
     if (rc == 0)
         rc = rewind_entries(m, err);
@@ -432,7 +386,8 @@ static int sort_in_memory(cfs_mtx *m, cfs_err *err)
         m->mem_values = malloc((w ? w : 1) * vs);
         m->mem_indices = malloc((w ? w : 1) * is);
         if (!m->mem_values || !m->mem_indices)
-            rc = cfs_err_set(err, "out of memory holding the %llu entries of %s", (ull)w,
+            rc = cfs_err_setc(err, CFS_ENOMEM,
+                              "out of memory holding the %llu entries of %s", (ull)w,
                              m->label);
         for (uint64_t k = 0; rc == 0 && k < w; k++) {
             set_value(m->value_dtype, m->mem_values, k, e[k].v);
@@ -457,7 +412,7 @@ int cfs_mtx_index(cfs_mtx *m, bool by_column, cfs_err *err)
     m->n_minor = by_column ? m->rows : m->cols;
     if (m->n_major >= SIZE_MAX / sizeof(int64_t) - 1 ||
         !(m->indptr = calloc((size_t)m->n_major + 1, sizeof(int64_t))))
-        return cfs_err_set(err, "out of memory indexing %s (%llu %s)", m->label,
+        return cfs_err_setc(err, CFS_ENOMEM, "out of memory indexing %s (%llu %s)", m->label,
                            (ull)m->n_major, by_column ? "columns" : "rows");
     m->index_dtype = m->n_minor <= INT32_MAX ? CFS_INT32 : CFS_INT64;
     bool sorted = true, fits32 = true;
@@ -516,7 +471,7 @@ static int stream_fill(cfs_mtx *m, uint64_t k0, uint64_t want, cfs_err *err)
     if (want > m->blk_cap) {
         size_t vs = cfs_dtype_size(m->value_dtype), is = cfs_dtype_size(m->index_dtype);
         if (want > SIZE_MAX / 8)
-            return cfs_err_set(err, "out of memory");
+            return cfs_err_oom(err);
         void *nv = realloc(m->blk_values, (size_t)want * vs);
         if (nv)
             m->blk_values = nv;
@@ -524,7 +479,7 @@ static int stream_fill(cfs_mtx *m, uint64_t k0, uint64_t want, cfs_err *err)
         if (ni)
             m->blk_indices = ni;
         if (!nv || !ni)
-            return cfs_err_set(err, "out of memory reading %s", m->label);
+            return cfs_err_setc(err, CFS_ENOMEM, "out of memory reading %s", m->label);
         m->blk_cap = want;
     }
     if (m->next > k0 && rewind_entries(m, err) < 0)

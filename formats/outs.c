@@ -27,14 +27,17 @@
 #endif
 
 #include "csv.h"
+#include "strfmt.h"
 #include "format.h"
 #include "mtx.h"
 #include "names.h"
+#include "number.h"
+#include "path.h"
+#include "strset.h"
 #include "tenx.h"
 
 #include <ctype.h>
 #include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,9 +62,6 @@
 #define ALL_LEFT_OUT                                                                           \
     "every analysis/ projection was left out (see the reasons above); fix or re-create the "   \
     "CSVs (cellranger reanalyze) and export again"
-
-/* A CSV's last line without its line end may have been cut in a value. */
-#define UNTERMINATED "%s: its last line (%llu) has no line end, so the file looks cut short"
 
 typedef unsigned long long ull;
 
@@ -114,40 +114,9 @@ static int str_list_push(str_list *l, char *s)
     return 0;
 }
 
-static int oom(cfs_err *err)
-{
-    return cfs_err_set(err, "out of memory");
-}
-
-static char *join(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    char *s = malloc(la + lb + 2);
-    if (!s)
-        return NULL;
-    memcpy(s, a, la);
-    size_t k = la;
-    if (la && lb && a[la - 1] != '/')
-        s[k++] = '/';
-    memcpy(s + k, b, lb + 1);
-    return s;
-}
-
-static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static char *dupf(const char *fmt, ...)
-{
-    char *s = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vasprintf(&s, fmt, ap);
-    va_end(ap);
-    return n < 0 ? NULL : s;
-}
-
 static bool is_file(const char *dir, const char *name)
 {
-    char *p = join(dir, name);
+    char *p = cfs_path_join(dir, name);
     struct stat st;
     bool ok = p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
     free(p);
@@ -156,7 +125,7 @@ static bool is_file(const char *dir, const char *name)
 
 static bool is_dir(const char *dir, const char *name)
 {
-    char *p = join(dir, name);
+    char *p = cfs_path_join(dir, name);
     struct stat st;
     bool ok = p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
     free(p);
@@ -224,11 +193,11 @@ static void matrix_free(outs_matrix *mx)
 /* Genome folders of filtered_gene_bc_matrices/ that hold a matrix. */
 static int legacy_genomes(const char *base, str_list *out)
 {
-    char *top = join(base, LEGACY_MEX_DIR);
+    char *top = cfs_path_join(base, LEGACY_MEX_DIR);
     str_list names = {0};
     int rc = top ? list_dir(top, &names) : -1;
     for (size_t i = 0; rc == 0 && i < names.n; i++) {
-        char *g = join(top, names.v[i]);
+        char *g = cfs_path_join(top, names.v[i]);
         if (!g) {
             rc = -1;
             break;
@@ -249,10 +218,10 @@ static int matrix_in(const char *base, outs_matrix *mx)
     if (h5) {
         mx->kind = MX_H5;
         mx->legacy = strcmp(h5, "filtered_gene_bc_matrices_h5.h5") == 0;
-        return (mx->dir = join(base, h5)) && (mx->rel = strdup(h5)) ? 1 : -1;
+        return (mx->dir = cfs_path_join(base, h5)) && (mx->rel = strdup(h5)) ? 1 : -1;
     }
     for (size_t i = 0; mex_dirs[i]; i++) {
-        char *d = join(base, mex_dirs[i]);
+        char *d = cfs_path_join(base, mex_dirs[i]);
         if (!d)
             return -1;
         if (first_file(d, mtx_names)) {
@@ -270,10 +239,10 @@ static int matrix_in(const char *base, outs_matrix *mx)
         return 0;
     mx->kind = MX_MEX;
     mx->legacy = true;
-    char *top = join(base, LEGACY_MEX_DIR);
-    mx->dir = top ? join(top, mx->genomes.v[0]) : NULL;
+    char *top = cfs_path_join(base, LEGACY_MEX_DIR);
+    mx->dir = top ? cfs_path_join(top, mx->genomes.v[0]) : NULL;
     free(top);
-    mx->rel = dupf("%s/%s", LEGACY_MEX_DIR, mx->genomes.v[0]);
+    mx->rel = cfs_strdupf("%s/%s", LEGACY_MEX_DIR, mx->genomes.v[0]);
     return mx->dir && mx->rel ? 1 : -1;
 }
 
@@ -282,15 +251,15 @@ static int find_matrix(const char *path, outs_matrix *mx)
 {
     memset(mx, 0, sizeof *mx);
     for (size_t i = 0; bases[i]; i++) {
-        char *base = bases[i][0] ? join(path, bases[i]) : strdup(path);
+        char *base = bases[i][0] ? cfs_path_join(path, bases[i]) : strdup(path);
         if (!base)
             return -1;
         struct stat st;
         int rc = stat(base, &st) == 0 && S_ISDIR(st.st_mode) ? matrix_in(base, mx) : 0;
         if (rc == 1) {
             mx->base = base;
-            mx->base_rel = bases[i][0] ? dupf("%s/", bases[i]) : strdup("");
-            char *rel = mx->base_rel ? dupf("%s%s", mx->base_rel, mx->rel) : NULL;
+            mx->base_rel = bases[i][0] ? cfs_strdupf("%s/", bases[i]) : strdup("");
+            char *rel = mx->base_rel ? cfs_strdupf("%s%s", mx->base_rel, mx->rel) : NULL;
             free(mx->rel);
             mx->rel = rel;
             if (!mx->base_rel || !rel) {
@@ -309,12 +278,12 @@ static int find_matrix(const char *path, outs_matrix *mx)
     return 0;
 }
 
-static int outs_probe(const cfs_probe_input *in)
+static int outs_probe(cfs_probe_input *in)
 {
-    if (!in->is_dir)
+    if (!cfs_probe_is_dir(in))
         return 0;
     outs_matrix mx;
-    int rc = find_matrix(in->path, &mx);
+    int rc = find_matrix(cfs_probe_path(in), &mx);
     matrix_free(&mx);
     return rc == 1 ? BID_OUTS : 0;
 }
@@ -349,7 +318,7 @@ static int add(cfs_elem *parent, cfs_elem *child, cfs_err *err)
     if (child && cfs_elem_add(parent, child) == 0)
         return 0;
     cfs_elem_free(child);
-    return oom(err);
+    return cfs_err_oom(err);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -376,8 +345,8 @@ static int mex_pick(const outs_matrix *mx, const char *const *names, char **path
     const char *name = first_file(mx->dir, names);
     if (!name)
         return 0;
-    *path = join(mx->dir, name);
-    *rel = dupf("%s/%s", mx->rel, name);
+    *path = cfs_path_join(mx->dir, name);
+    *rel = cfs_strdupf("%s/%s", mx->rel, name);
     return *path && *rel ? 1 : -1;
 }
 
@@ -393,12 +362,12 @@ static int mex_locate(const outs_matrix *mx, mex_files *f, cfs_err *err)
         f->legacy_genes = rc > 0;
     }
     if (rc < 0)
-        return oom(err);
+        return cfs_err_oom(err);
     if (rc == 0)
         return cfs_err_set(err, "%s/ has a matrix but no features.tsv.gz or genes.tsv (the gene "
                            "list); copy the whole folder from the Cell Ranger run", mx->rel);
     if ((rc = mex_pick(mx, barcodes, &f->barcodes, &f->barcodes_rel)) < 0)
-        return oom(err);
+        return cfs_err_oom(err);
     if (rc == 0)
         return cfs_err_set(err, "%s/ has a matrix but no barcodes.tsv.gz or barcodes.tsv (the "
                            "cell list); copy the whole folder from the Cell Ranger run", mx->rel);
@@ -433,7 +402,7 @@ static int read_list(const char *path, const char *label, str_list *out, cfs_err
             break;
         }
         if (str_list_push(out, strdup(line)) < 0) {
-            rc = oom(err);
+            rc = cfs_err_oom(err);
             break;
         }
     }
@@ -451,7 +420,7 @@ static int mex_var(cfs_dataset *ds, const mex_files *f, str_list *lines, cfs_err
     size_t cells = n ? (size_t)n : 1;
     char **ids = calloc(cells, sizeof *ids), **names = calloc(cells, sizeof *names);
     char **types = f->legacy_genes ? NULL : calloc(cells, sizeof *types);
-    int rc = ids && names && (f->legacy_genes || types) ? 0 : oom(err);
+    int rc = ids && names && (f->legacy_genes || types) ? 0 : cfs_err_oom(err);
     for (uint64_t i = 0; rc == 0 && i < n; i++) {
         char *fld[3];
         long nf = cfs_csv_split(lines->v[i], '\t', fld, 3);
@@ -465,11 +434,11 @@ static int mex_var(cfs_dataset *ds, const mex_files *f, str_list *lines, cfs_err
         }
         if (!(ids[i] = strdup(fld[0])) || !(names[i] = strdup(fld[1])) ||
             (types && !(types[i] = strdup(fld[2]))))
-            rc = oom(err);
+            rc = cfs_err_oom(err);
     }
     size_t changed;
     if (rc == 0 && cfs_names_make_unique(names, (size_t)n, &changed) < 0)
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     if (rc < 0) {
         for (uint64_t i = 0; i < n; i++) {
             if (ids)
@@ -493,7 +462,7 @@ static int mex_var(cfs_dataset *ds, const mex_files *f, str_list *lines, cfs_err
         cfs_elem_free(index);
         cfs_elem_free(gid);
         cfs_elem_free(ft);
-        return oom(err);
+        return cfs_err_oom(err);
     }
     var->index = index;
     /* add() frees what it could not add; ft must not be lost when gid failed. */
@@ -516,13 +485,13 @@ static int mex_obs(cfs_dataset *ds, str_list *barcodes, cfs_err *err)
     barcodes->v = NULL;
     barcodes->n = barcodes->cap = 0;
     if (!v && !(v = calloc(1, sizeof *v)))
-        return oom(err);
+        return cfs_err_oom(err);
     cfs_elem *obs = cfs_elem_new(CFS_EL_DATAFRAME, "obs");
     cfs_elem *index = strings_elem("_index", v, n);
     if (!obs || !index || !(obs->index_name = strdup("_index"))) {
         cfs_elem_free(obs);
         cfs_elem_free(index);
-        return oom(err);
+        return cfs_err_oom(err);
     }
     obs->index = index;
     return add(ds->root, obs, err);
@@ -553,9 +522,9 @@ static int open_mex(const char *path, const outs_matrix *mx, cfs_dataset **out, 
     }
     if (rc == 0)
         rc = cfs_mtx_index(m, true, err);
-    if (rc == 0 && (!(ds = cfs_dataset_new(path, OUTS_FORMAT)) ||
+    if (rc == 0 && (!(ds = cfs_dataset_new(path)) ||
                     !(ds->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))))
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     if (rc == 0) {
         ds->n_obs = barcodes.n;
         ds->n_vars = features.n;
@@ -573,7 +542,7 @@ static int open_mex(const char *path, const outs_matrix *mx, cfs_dataset **out, 
                                   mx->base_rel, LEGACY_MEX_DIR, mx->genomes.v[0],
                                   mx->genomes.v[i], mx->base_rel, LEGACY_MEX_DIR,
                                   mx->genomes.v[i]) < 0)
-            rc = oom(err);
+            rc = cfs_err_oom(err);
     }
     cfs_mtx_close(m);
     str_list_free(&barcodes);
@@ -590,57 +559,22 @@ static int open_mex(const char *path, const outs_matrix *mx, cfs_dataset **out, 
 /* ------------------------------------------------------------------------------------------ */
 /* Barcode -> row */
 
-typedef struct bc_map {
-    char **names;          /* borrowed */
-    uint64_t *slots;       /* row + 1, 0 = empty */
-    size_t mask;
-} bc_map;
-
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h ^ (h >> 29);
-}
-
-/* Builds the map; *dup receives the first row whose barcode an earlier row already has, or
- * UINT64_MAX. -1 on allocation failure. */
-static int map_build(bc_map *m, char **names, uint64_t n, uint64_t *dup)
+/* Builds the map (borrowing names); *dup receives the first row whose barcode an earlier row
+ * already has, or UINT64_MAX. NULL on allocation failure. */
+static cfs_strset *map_build(char **names, uint64_t n, uint64_t *dup)
 {
     *dup = UINT64_MAX;
-    size_t cap = 16;
-    while (cap < 2 * n)
-        cap *= 2;
-    m->names = names;
-    m->mask = cap - 1;
-    if (!(m->slots = calloc(cap, sizeof *m->slots)))
-        return -1;
-    for (uint64_t r = 0; r < n; r++) {
-        size_t h = (size_t)hash_str(names[r]) & m->mask;
-        while (m->slots[h] && strcmp(names[m->slots[h] - 1], names[r]) != 0)
-            h = (h + 1) & m->mask;
-        if (!m->slots[h])
-            m->slots[h] = r + 1;
-        else if (*dup == UINT64_MAX)
+    cfs_strset *m = cfs_strset_new((size_t)n);
+    for (uint64_t r = 0; m && r < n; r++) {
+        int added = cfs_strset_add(m, names[r], r);
+        if (added < 0) {
+            cfs_strset_free(m);
+            return NULL;
+        }
+        if (added == 0 && *dup == UINT64_MAX)
             *dup = r;
     }
-    return 0;
-}
-
-static bool map_find(const bc_map *m, const char *s, uint64_t *row)
-{
-    size_t h = (size_t)hash_str(s) & m->mask;
-    while (m->slots[h]) {
-        if (strcmp(m->names[m->slots[h] - 1], s) == 0) {
-            *row = m->slots[h] - 1;
-            return true;
-        }
-        h = (h + 1) & m->mask;
-    }
-    return false;
+    return m;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -681,7 +615,7 @@ static int walk(analysis *a, const char *abs, const char *rel, str_list *dirs, i
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < names.n; i++) {
         const char *name = names.v[i];
-        char *p = join(abs, name), *r = dupf("%s/%s", rel, name);
+        char *p = cfs_path_join(abs, name), *r = cfs_strdupf("%s/%s", rel, name);
         struct stat st;
         if (!p || !r) {
             rc = -1;
@@ -823,7 +757,7 @@ static char *basis_name(const analysis_csv *c, const char *kind)
             append_part(mod, sizeof mod, d, strlen(d));
         }
     }
-    return dupf("%s%s", mod, b);
+    return cfs_strdupf("%s%s", mod, b);
 }
 
 static void set_why(projection *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -841,51 +775,16 @@ static void set_why(projection *p, const char *fmt, ...)
     p->values = NULL;
 }
 
-static bool parse_double(const char *s, double *out)
-{
-    const char *p = s;
-    if (*p == '-' || *p == '+')
-        p++;
-    if (!*p || (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')))
-        return false;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !isfinite(v))
-        return false;
-    *out = v;
-    return true;
-}
+typedef struct projection_walk {
+    projection *p;
+    uint64_t n_obs;
+} projection_walk;
 
-/* Reads one projection.csv against the matrix's barcodes; a failure sets p->why. Returns -1
- * only on allocation failure. */
-static int read_projection(projection *p, const bc_map *map, uint64_t n_obs, cfs_err *err)
+static int projection_header(void *ctx, char **fld, long nf, long *nfields, char **why)
 {
+    const projection_walk *pw = ctx;
+    projection *p = pw->p;
     const analysis_csv *c = p->csv;
-    cfs_text *t;
-    cfs_err why;
-    if (cfs_text_open(c->path, c->rel, &t, &why) < 0) {
-        set_why(p, "%s", why.msg);
-        return 0;
-    }
-    char *line;
-    size_t len;
-    int rc = cfs_text_line(t, &line, &len, &why);
-    char **fld = NULL;
-    unsigned char *seen = NULL;
-    uint64_t *first_line = NULL;
-    if (rc <= 0) {
-        set_why(p, rc < 0 ? "%s" : "%s is empty", rc < 0 ? why.msg : c->rel);
-        goto done;
-    }
-    size_t maxf = 1;
-    for (const char *q = line; *q; q++)
-        maxf += *q == ',';
-    fld = calloc(maxf, sizeof *fld);
-    if (!fld) {
-        rc = oom(err);
-        goto done;
-    }
-    long nf = cfs_csv_split(line, ',', fld, maxf);
     size_t kl = nf >= 2 ? strcspn(fld[1], "-") : 0;
     bool ok = nf >= 2 && (uint64_t)nf - 1 <= PROJ_MAX_COMPONENTS &&
               strcasecmp(fld[0], "Barcode") == 0 && kl > 0;
@@ -894,97 +793,53 @@ static int read_projection(projection *p, const bc_map *map, uint64_t n_obs, cfs
     for (size_t k = 0; ok && k < kl; k++)
         ok = isalpha((unsigned char)fld[1][k]);
     if (!ok) {
-        set_why(p, "%s: the header is not Barcode,UMAP-1,UMAP-2,... (or TSNE-, PC-), as Cell "
-                "Ranger writes it", c->rel);
-        rc = 0;
-        goto done;
+        *why = cfs_strdupf("%s: the header is not Barcode,UMAP-1,UMAP-2,... (or TSNE-, PC-), as Cell "
+                    "Ranger writes it", c->rel);
+        return 1;
     }
     char *kind = lower_dup(fld[1], kl);
     p->basis = kind ? basis_name(c, kind) : NULL;
     free(kind);
     p->ncomp = (uint64_t)nf - 1;
     p->header_ok = true;
-    if (!p->basis) {
-        rc = oom(err);
-        goto done;
-    }
-    uint64_t nc = p->ncomp;
-    if (n_obs && nc > SIZE_MAX / sizeof(double) / n_obs) {
-        rc = oom(err);
-        goto done;
-    }
-    p->values = malloc((n_obs ? n_obs * nc : 1) * sizeof(double));
-    seen = calloc(n_obs ? n_obs : 1, 1);
-    first_line = calloc(n_obs ? n_obs : 1, sizeof *first_line);
-    char **row = realloc(fld, (nc + 2) * sizeof *fld);
-    if (row)
-        fld = row;
-    if (!p->values || !seen || !first_line || !row) {
-        rc = oom(err);
-        goto done;
-    }
+    uint64_t nc = p->ncomp, n_obs = pw->n_obs;
+    if (!p->basis || (n_obs && nc > SIZE_MAX / sizeof(double) / n_obs) ||
+        !(p->values = malloc((n_obs ? n_obs * nc : 1) * sizeof(double))))
+        return -1;
     for (uint64_t i = 0; i < n_obs * nc; i++)
         p->values[i] = NAN;
-    uint64_t unknown = 0, unknown_line = 0, rows = 0;
-    char *unknown_first = NULL;
-    while ((rc = cfs_text_line(t, &line, &len, &why)) > 0) {
-        uint64_t ln = cfs_text_lineno(t);
-        if (len == 0)
-            continue;
-        if (!cfs_text_terminated(t)) {
-            set_why(p, UNTERMINATED, c->rel, (ull)ln);
-            break;
+    *nfields = nf;
+    return 0;
+}
+
+static int projection_row(void *ctx, uint64_t r, uint64_t ln, char **fld, char **why)
+{
+    projection *p = ((const projection_walk *)ctx)->p;
+    uint64_t nc = p->ncomp;
+    for (uint64_t k = 0; k < nc; k++)
+        if (!cfs_parse_double(fld[k + 1], true, &p->values[r * nc + k])) {
+            *why = cfs_strdupf("%s: line %llu: '%.40s' (column %llu) is not a finite number",
+                        p->csv->rel, (ull)ln, fld[k + 1], (ull)k + 2);
+            return 1;
         }
-        long got = cfs_csv_split(line, ',', fld, nc + 2);
-        if (got != (long)nc + 1) {
-            if (got < 0)
-                set_why(p, "%s: line %llu has an unclosed quote", c->rel, (ull)ln);
-            else
-                set_why(p, "%s: line %llu has %ld field%s where the header has %llu", c->rel,
-                        (ull)ln, got, got == 1 ? "" : "s", (ull)nc + 1);
-            break;
-        }
-        uint64_t r;
-        if (!map_find(map, fld[0], &r)) {
-            if (unknown++ == 0) {
-                unknown_first = strdup(fld[0]);
-                unknown_line = ln;
-            }
-            continue;
-        }
-        if (seen[r]) {
-            set_why(p, "%s: line %llu lists barcode %s again (first on line %llu)", c->rel,
-                    (ull)ln, fld[0], (ull)first_line[r]);
-            break;
-        }
-        seen[r] = 1;
-        first_line[r] = ln;
-        rows++;
-        for (uint64_t k = 0; k < nc; k++)
-            if (!parse_double(fld[k + 1], &p->values[r * nc + k])) {
-                set_why(p, "%s: line %llu: '%.40s' (column %llu) is not a finite number", c->rel,
-                        (ull)ln, fld[k + 1], (ull)k + 2);
-                break;
-            }
-        if (!p->values)
-            break;
-    }
-    if (rc < 0)
-        set_why(p, "%s", why.msg);
-    else if (p->values && unknown)
-        set_why(p, "%s names %llu barcode%s the matrix lacks (first: %s, line %llu)", c->rel,
-                (ull)unknown, unknown == 1 ? "" : "s", unknown_first ? unknown_first : "?",
-                (ull)unknown_line);
-    else if (p->values && rows == 0)
-        set_why(p, "%s lists no cell", c->rel);
-    free(unknown_first);
-    rc = 0;
-done:
-    cfs_text_close(t);
-    free(fld);
+    return 0;
+}
+
+/* Reads one projection.csv against the matrix's barcodes; a failure sets p->why. Returns -1
+ * only on allocation failure. */
+static int read_projection(projection *p, const cfs_strset *map, uint64_t n_obs, cfs_err *err)
+{
+    projection_walk pw = {p, n_obs};
+    unsigned char *seen = calloc(n_obs ? n_obs : 1, 1);
+    cfs_csv_walk w = {p->csv->path, p->csv->rel, map, n_obs, seen,
+                      projection_header, projection_row, &pw};
+    char *why = NULL;
+    int rc = seen ? cfs_csv_walk_run(&w, &why) : -1;
     free(seen);
-    free(first_line);
-    return rc;
+    if (rc == 0 && why)
+        set_why(p, "%s", why);
+    free(why);
+    return rc < 0 ? cfs_err_oom(err) : 0;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -1018,89 +873,48 @@ static char *cluster_name(const analysis_csv *c)
 typedef struct cluster_rows {
     int64_t *label;        /* per cell, valid where seen */
     unsigned char *seen;
-    uint64_t *first_line;
     uint64_t rows;
 } cluster_rows;
 
+typedef struct cluster_walk {
+    const analysis_csv *c;
+    cluster_rows *cr;
+} cluster_walk;
+
+static int clusters_header(void *ctx, char **fld, long nf, long *nfields, char **why)
+{
+    const cluster_walk *cw = ctx;
+    if (nf != 2 || strcasecmp(fld[0], "Barcode") != 0 || strcasecmp(fld[1], "Cluster") != 0) {
+        *why = cfs_strdupf("%s: the header is not Barcode,Cluster, as Cell Ranger writes it",
+                    cw->c->rel);
+        return 1;
+    }
+    *nfields = 2;
+    return 0;
+}
+
+static int clusters_row(void *ctx, uint64_t r, uint64_t ln, char **fld, char **why)
+{
+    const cluster_walk *cw = ctx;
+    int64_t v;
+    if (!cfs_parse_i64(fld[1], &v)) {
+        *why = cfs_strdupf("%s: line %llu: cluster '%.40s' is not an integer", cw->c->rel, (ull)ln,
+                    fld[1]);
+        return 1;
+    }
+    cw->cr->label[r] = v;
+    cw->cr->rows++;
+    return 0;
+}
+
 /* Parses a clusters.csv; *msg says why it is left out (NULL: it parsed). -1 on allocation
  * failure. */
-static int parse_clusters(const analysis_csv *c, const bc_map *map, cluster_rows *cr,
-                          char **msg)
+static int parse_clusters(const analysis_csv *c, const cfs_strset *map, uint64_t n_obs,
+                          cluster_rows *cr, char **msg)
 {
-    *msg = NULL;
-    cfs_text *t;
-    cfs_err why;
-    if (cfs_text_open(c->path, c->rel, &t, &why) < 0)
-        return (*msg = strdup(why.msg)) ? 0 : -1;
-    char *line, *fld[3], *unknown_first = NULL;
-    size_t len;
-    uint64_t unknown = 0, unknown_line = 0;
-    bool parsed = false;
-    int rc = cfs_text_line(t, &line, &len, &why);
-    if (rc <= 0) {
-        *msg = rc < 0 ? strdup(why.msg) : dupf("%s is empty", c->rel);
-        goto out;
-    }
-    if (cfs_csv_split(line, ',', fld, 3) != 2 || strcasecmp(fld[0], "Barcode") != 0 ||
-        strcasecmp(fld[1], "Cluster") != 0) {
-        *msg = dupf("%s: the header is not Barcode,Cluster, as Cell Ranger writes it", c->rel);
-        goto out;
-    }
-    while ((rc = cfs_text_line(t, &line, &len, &why)) > 0) {
-        uint64_t ln = cfs_text_lineno(t);
-        if (len == 0)
-            continue;
-        if (!cfs_text_terminated(t)) {
-            *msg = dupf(UNTERMINATED, c->rel, (ull)ln);
-            goto out;
-        }
-        long got = cfs_csv_split(line, ',', fld, 3);
-        if (got != 2) {
-            *msg = got < 0 ? dupf("%s: line %llu has an unclosed quote", c->rel, (ull)ln)
-                           : dupf("%s: line %llu has %ld field%s where the header has 2",
-                                  c->rel, (ull)ln, got, got == 1 ? "" : "s");
-            goto out;
-        }
-        uint64_t r;
-        if (!map_find(map, fld[0], &r)) {
-            if (unknown++ == 0) {
-                unknown_first = strdup(fld[0]);
-                unknown_line = ln;
-            }
-            continue;
-        }
-        if (cr->seen[r]) {
-            *msg = dupf("%s: line %llu lists barcode %s again (first on line %llu)", c->rel,
-                        (ull)ln, fld[0], (ull)cr->first_line[r]);
-            goto out;
-        }
-        const char *s = fld[1];
-        char *end;
-        errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (!*s || isspace((unsigned char)*s) || *end || errno) {
-            *msg = dupf("%s: line %llu: cluster '%.40s' is not an integer", c->rel, (ull)ln, s);
-            goto out;
-        }
-        cr->seen[r] = 1;
-        cr->first_line[r] = ln;
-        cr->label[r] = v;
-        cr->rows++;
-    }
-    if (rc < 0)
-        *msg = strdup(why.msg);
-    else if (unknown)
-        *msg = dupf("%s names %llu barcode%s the matrix lacks (first: %s, line %llu)", c->rel,
-                    (ull)unknown, unknown == 1 ? "" : "s", unknown_first ? unknown_first : "?",
-                    (ull)unknown_line);
-    else if (cr->rows == 0)
-        *msg = dupf("%s lists no cell", c->rel);
-    else
-        parsed = true;
-out:
-    free(unknown_first);
-    cfs_text_close(t);
-    return parsed || *msg ? 0 : -1;
+    cluster_walk cw = {c, cr};
+    cfs_csv_walk w = {c->path, c->rel, map, n_obs, cr->seen, clusters_header, clusters_row, &cw};
+    return cfs_csv_walk_run(&w, msg);
 }
 
 /* The categories of a clustering: Cell Ranger's integer labels as strings ("1", "2", ...), in
@@ -1110,7 +924,7 @@ static cfs_elem *label_strings(const int64_t *labels, uint64_t n)
 {
     char **strs = calloc(n ? n : 1, sizeof *strs);
     for (uint64_t i = 0; strs && i < n; i++)
-        if (!(strs[i] = dupf("%lld", (long long)labels[i]))) {
+        if (!(strs[i] = cfs_strdupf("%lld", (long long)labels[i]))) {
             cfs_strings_free(strs, (size_t)i);
             free(strs);
             return NULL;
@@ -1177,20 +991,18 @@ static cfs_elem *categorical(const char *name, const cluster_rows *cr, uint64_t 
 
 /* Reads one clusters.csv as the obs categorical `name`; *why when it is left out. -1 only on
  * allocation failure. */
-static int read_clusters(const analysis_csv *c, const char *name, const bc_map *map,
+static int read_clusters(const analysis_csv *c, const char *name, const cfs_strset *map,
                          uint64_t n_obs, cfs_elem **out, char **why, cfs_err *err)
 {
     *out = NULL;
     size_t n = n_obs ? (size_t)n_obs : 1;
-    cluster_rows cr = {malloc(n * sizeof(int64_t)), calloc(n, 1), calloc(n, sizeof(uint64_t)),
-                       0};
-    int rc = cr.label && cr.seen && cr.first_line ? parse_clusters(c, map, &cr, why) : -1;
+    cluster_rows cr = {malloc(n * sizeof(int64_t)), calloc(n, 1), 0};
+    int rc = cr.label && cr.seen ? parse_clusters(c, map, n_obs, &cr, why) : -1;
     if (rc == 0 && !*why && !(*out = categorical(name, &cr, n_obs)))
         rc = -1;
     free(cr.label);
     free(cr.seen);
-    free(cr.first_line);
-    return rc < 0 ? oom(err) : 0;
+    return rc < 0 ? cfs_err_oom(err) : 0;
 }
 
 /* ---- attaching them ---- */
@@ -1213,7 +1025,7 @@ static int obs_names(const cfs_dataset *ds, char ***out, cfs_err *err)
     uint64_t n = ds->n_obs, start = 0;
     char **v = calloc(n ? n : 1, sizeof *v);
     if (!v)
-        return oom(err);
+        return cfs_err_oom(err);
     if (cfs_array_read(obs->index->values, &start, &n, v, err) < 0) {
         free(v);
         return cfs_err_prefix(err, "its barcodes cannot be read");
@@ -1222,7 +1034,7 @@ static int obs_names(const cfs_dataset *ds, char ***out, cfs_err *err)
     return 0;
 }
 
-static int attach_projections(cfs_dataset *ds, const analysis *a, const bc_map *map,
+static int attach_projections(cfs_dataset *ds, const analysis *a, const cfs_strset *map,
                               version_hints *vh, cfs_err *err)
 {
     size_t np = 0;
@@ -1233,7 +1045,7 @@ static int attach_projections(cfs_dataset *ds, const analysis *a, const bc_map *
     vh->any_projection = true;
     projection *p = calloc(np, sizeof *p);
     if (!p)
-        return oom(err);
+        return cfs_err_oom(err);
     size_t k = 0;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < a->n; i++) {
@@ -1247,7 +1059,7 @@ static int attach_projections(cfs_dataset *ds, const analysis *a, const bc_map *
             const char *kind = c->dirs.n ? c->dirs.v[0] : "projection";
             p[k].basis = strdup(kind);
             if (!p[k].basis)
-                rc = oom(err);
+                rc = cfs_err_oom(err);
         }
         k++;
     }
@@ -1263,10 +1075,10 @@ static int attach_projections(cfs_dataset *ds, const analysis *a, const bc_map *
             else if (j < i && p[j].values)
                 dup_of_earlier = true;
         }
-        p[i].key = several ? dupf("X_%s_%llud", p[i].basis, (ull)p[i].ncomp)
-                           : dupf("X_%s", p[i].basis);
+        p[i].key = several ? cfs_strdupf("X_%s_%llud", p[i].basis, (ull)p[i].ncomp)
+                           : cfs_strdupf("X_%s", p[i].basis);
         if (!p[i].key) {
-            rc = oom(err);
+            rc = cfs_err_oom(err);
             break;
         }
         if (p[i].values && dup_of_earlier)
@@ -1281,14 +1093,14 @@ static int attach_projections(cfs_dataset *ds, const analysis *a, const bc_map *
     }
     cfs_elem *obsm = rc == 0 ? cfs_elem_ensure_dict(ds->root, "obsm") : NULL;
     if (rc == 0 && !obsm)
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     for (size_t i = 0; rc == 0 && i < np; i++) {
         char element[600];
         snprintf(element, sizeof element, "obsm/%s", p[i].key);
         if (!p[i].values) {
             if (cfs_dataset_leave_out(ds, element, "%s; it was not read",
                                       p[i].why ? p[i].why : "it cannot be read") < 0)
-                rc = oom(err);
+                rc = cfs_err_oom(err);
             continue;
         }
         uint64_t shape[2] = {ds->n_obs, p[i].ncomp};
@@ -1308,7 +1120,7 @@ static int attach_projections(cfs_dataset *ds, const analysis *a, const bc_map *
     return rc;
 }
 
-static int attach_clusters(cfs_dataset *ds, const analysis *a, const bc_map *map,
+static int attach_clusters(cfs_dataset *ds, const analysis *a, const cfs_strset *map,
                            cfs_err *err)
 {
     cfs_elem *obs = cfs_elem_child(ds->root, "obs");
@@ -1318,20 +1130,20 @@ static int attach_clusters(cfs_dataset *ds, const analysis *a, const bc_map *map
             continue;
         char *name = cluster_name(c);
         if (!name)
-            return oom(err);
+            return cfs_err_oom(err);
         char element[600];
         snprintf(element, sizeof element, "obs/%s", name);
         int rc = 0;
         if (cfs_elem_child(obs, name) || strcmp(name, "_index") == 0) {
             rc = cfs_dataset_leave_out(ds, element, "%s would be a second obs column '%s'; it "
-                                       "was not read", c->rel, name) < 0 ? oom(err) : 0;
+                                       "was not read", c->rel, name) < 0 ? cfs_err_oom(err) : 0;
         } else {
             cfs_elem *el;
             char *why = NULL;
             rc = read_clusters(c, name, map, ds->n_obs, &el, &why, err);
             if (rc == 0 && why) {
                 rc = cfs_dataset_leave_out(ds, element, "%s; it was not read", why) < 0
-                         ? oom(err) : 0;
+                         ? cfs_err_oom(err) : 0;
                 free(why);
             } else if (rc == 0) {
                 rc = add(obs, el, err);
@@ -1362,12 +1174,12 @@ static int attach_analysis(cfs_dataset *ds, const outs_matrix *mx, version_hints
                            bool *have_analysis, cfs_err *err)
 {
     *have_analysis = false;
-    char *dir = join(mx->base, "analysis");
-    char *rel = dupf("%sanalysis", mx->base_rel);
+    char *dir = cfs_path_join(mx->base, "analysis");
+    char *rel = cfs_strdupf("%sanalysis", mx->base_rel);
     if (!dir || !rel) {
         free(dir);
         free(rel);
-        return oom(err);
+        return cfs_err_oom(err);
     }
     struct stat st;
     if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
@@ -1378,38 +1190,38 @@ static int attach_analysis(cfs_dataset *ds, const outs_matrix *mx, version_hints
     *have_analysis = true;
     analysis a = {0};
     str_list dirs = {0};
-    int rc = walk(&a, dir, rel, &dirs, 0) < 0 ? oom(err) : 0;
+    int rc = walk(&a, dir, rel, &dirs, 0) < 0 ? cfs_err_oom(err) : 0;
     str_list_free(&dirs);
     version_from_paths(&a, vh);
     char **names = NULL;
-    bc_map map = {0};
+    cfs_strset *map = NULL;
     if (rc == 0 && a.n && obs_names(ds, &names, err) < 0)
         rc = -1;
     uint64_t dup = UINT64_MAX;
-    if (rc == 0 && a.n && map_build(&map, names, ds->n_obs, &dup) < 0)
-        rc = oom(err);
+    if (rc == 0 && a.n && !(map = map_build(names, ds->n_obs, &dup)))
+        rc = cfs_err_oom(err);
     if (rc == 0 && a.n && dup != UINT64_MAX) {
         /* a CSV row cannot be told which of the two cells it means */
         vh->any_projection = true;
         if (cfs_dataset_leave_out(ds, rel, "the matrix lists barcode %s twice (row %llu), so "
                                   "its CSVs cannot be joined to its cells; none was read",
                                   names[dup], (ull)dup + 1) < 0)
-            rc = oom(err);
+            rc = cfs_err_oom(err);
     } else {
         if (rc == 0 && a.n)
-            rc = attach_projections(ds, &a, &map, vh, err);
+            rc = attach_projections(ds, &a, map, vh, err);
         if (rc == 0 && a.n)
-            rc = attach_clusters(ds, &a, &map, err);
+            rc = attach_clusters(ds, &a, map, err);
     }
     if (rc == 0 && a.truncated &&
         cfs_dataset_leave_out(ds, rel, "it holds more than %d CSVs; only the first %d (in name "
                               "order) were read", WALK_MAX_FILES, WALK_MAX_FILES) < 0)
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     if (names) {
         cfs_strings_free(names, (size_t)ds->n_obs);
         free(names);
     }
-    free(map.slots);
+    cfs_strset_free(map);
     analysis_free(&a);
     free(dir);
     free(rel);
@@ -1445,7 +1257,7 @@ static int outs_open(const char *path, cfs_dataset **out, cfs_err *err)
     outs_matrix mx;
     int found = find_matrix(path, &mx);
     if (found < 0)
-        return oom(err);
+        return cfs_err_oom(err);
     if (found == 0)
         return cfs_err_set(err, "a folder without a Cell Ranger filtered matrix "
                            "(filtered_feature_bc_matrix.h5 or a filtered_feature_bc_matrix/ "
@@ -1459,11 +1271,10 @@ static int outs_open(const char *path, cfs_dataset **out, cfs_err *err)
         } else {
             char *src = strdup(path);
             if (!src) {
-                rc = oom(err);
+                rc = cfs_err_oom(err);
             } else {
                 free(ds->source);
                 ds->source = src;
-                ds->format = OUTS_FORMAT;
             }
         }
     } else {
@@ -1474,11 +1285,12 @@ static int outs_open(const char *path, cfs_dataset **out, cfs_err *err)
     if (rc == 0)
         rc = attach_analysis(ds, &mx, &vh, &have_analysis, err);
     if (rc == 0 && set_version(ds, &mx, &vh, have_analysis) < 0)
-        rc = oom(err);
-    if (rc == 0)
-        ds->no_embedding_hint = !have_analysis ? NO_ANALYSIS
-                              : !vh.any_projection ? NO_PROJECTION
-                              : !vh.any_drawable ? ALL_LEFT_OUT : NULL;
+        rc = cfs_err_oom(err);
+    const char *hint = !have_analysis ? NO_ANALYSIS
+                     : !vh.any_projection ? NO_PROJECTION
+                     : !vh.any_drawable ? ALL_LEFT_OUT : NULL;
+    if (rc == 0 && hint && !(ds->no_embedding_hint = strdup(hint)))
+        rc = cfs_err_oom(err);
     matrix_free(&mx);
     if (rc < 0) {
         cfs_dataset_free(ds);
@@ -1488,4 +1300,20 @@ static int outs_open(const char *path, cfs_dataset **out, cfs_err *err)
     return 0;
 }
 
-const cfs_format cfs_format_outs = {OUTS_FORMAT, outs_probe, outs_open};
+/* A multi run keeps one count run per sample below the run folder or its outs/. */
+static const char *const multi_samples[] = {
+    "per_sample_outs/*/count", "outs/per_sample_outs/*/count", NULL,
+};
+
+static const char *const run_folder_names[] = {"outs", "count", NULL};
+
+const cfs_format cfs_format_outs = {
+    .name = OUTS_FORMAT,
+    .summary = "Cell Ranger run folders (outs/ with filtered_feature_bc_matrix, .h5 or "
+               "MatrixMarket)",
+    .folders = true,
+    .unnamed_folders = run_folder_names,
+    .nested = multi_samples,
+    .probe = outs_probe,
+    .open = outs_open,
+};

@@ -1,28 +1,22 @@
 /*
- * The format table and content detection. Formats bid on what the registry learned about an
- * input (its first bytes, where its HDF5 superblock is); the name never decides.
+ * The format table and content detection. Formats bid on what they read of an input through
+ * its probe input; the name never decides. What depends on which formats exist is derived from
+ * the table below, and nothing else in the project names a format.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* pread */
-#endif
-
 #include "format.h"
-#include "hdf5_util.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 extern const cfs_format cfs_format_h5ad;
 extern const cfs_format cfs_format_loom;
 extern const cfs_format cfs_format_tenx;
 extern const cfs_format cfs_format_outs;
 
-static const cfs_format *const formats[] = {
+/* Asked in this order; on equal bids the earlier one wins, and the first explain that knows an
+ * input gives the reason it is refused. */
+static const cfs_format *const builtin[] = {
     &cfs_format_h5ad,
     &cfs_format_loom,
     &cfs_format_tenx,
@@ -30,117 +24,142 @@ static const cfs_format *const formats[] = {
     NULL,
 };
 
-/* The HDF5 reader whose refusal best explains an HDF5 file that no reader bid for: its open
- * says whether the file is damaged or simply not its kind. */
-static const cfs_format *const hdf5_fallback = &cfs_format_h5ad;
+static const cfs_format *const *formats = builtin;
 
-#define HEAD_LEN 4096
+const cfs_format *const *cfs_formats(void)
+{
+    return formats;
+}
 
-static const char *const candidate_exts[] = {
-    ".h5ad", ".h5", ".hdf5", ".he5", ".loom", ".h5mu", NULL,
-};
+const cfs_format *const *cfs_formats_replace(const cfs_format *const *table)
+{
+    const cfs_format *const *old = formats;
+    formats = table ? table : builtin;
+    return old;
+}
 
-static const char *candidate_ext(const char *name)
+static bool ends_with(const char *name, size_t n, const char *ext)
+{
+    size_t e = strlen(ext);
+    return n > e && strncasecmp(name + n - e, ext, e) == 0;
+}
+
+/* The longest extension of any format that name[0..n) ends with, or 0. */
+static size_t extension_len(const char *name, size_t n)
+{
+    size_t best = 0;
+    for (size_t f = 0; formats[f]; f++)
+        for (const char *const *e = formats[f]->extensions; e && *e; e++)
+            if (strlen(*e) > best && ends_with(name, n, *e))
+                best = strlen(*e);
+    return best;
+}
+
+bool cfs_format_candidate_name(const char *name)
+{
+    const char *slash = strrchr(name, '/');
+    const char *base = slash ? slash + 1 : name;
+    return extension_len(base, strlen(base)) > 0;
+}
+
+size_t cfs_format_stem_len(const char *name)
+{
+    static const char *const compressed[] = {".gz", ".bz2", ".xz", NULL};
+    size_t n = strlen(name);
+    for (size_t i = 0; compressed[i]; i++) {
+        size_t c = strlen(compressed[i]);
+        size_t e = ends_with(name, n, compressed[i]) ? extension_len(name, n - c) : 0;
+        if (e)
+            return n - c - e;
+    }
+    return n - extension_len(name, n);
+}
+
+bool cfs_format_unnamed_folder(const char *name, size_t n)
+{
+    for (size_t f = 0; formats[f]; f++)
+        for (const char *const *u = formats[f]->unnamed_folders; u && *u; u++)
+            if (strlen(*u) == n && strncmp(name, *u, n) == 0)
+                return true;
+    return false;
+}
+
+void cfs_format_print_list(FILE *out, const char *indent)
+{
+    for (size_t f = 0; formats[f]; f++)
+        fprintf(out, "%s%s\n", indent, formats[f]->summary);
+}
+
+const char *cfs_format_list_text(void)
+{
+    static char text[1024];
+    static const cfs_format *const *made_for;
+    if (made_for != formats) {
+        made_for = formats;
+        size_t len = 0;
+        for (size_t f = 0; formats[f] && len < sizeof text; f++)
+            len += (size_t)snprintf(text + len, sizeof text - len, "%s%s",
+                                    f == 0 ? "" : formats[f + 1] ? ", " : " and ",
+                                    formats[f]->summary);
+    }
+    return text;
+}
+
+/* The format whose extension the name ends with (the longest one), for "whatever its name
+ * says"; *ext receives that extension. */
+static const cfs_format *claimed_by(const char *name, const char **ext)
 {
     size_t n = strlen(name);
-    for (size_t i = 0; candidate_exts[i]; i++) {
-        size_t e = strlen(candidate_exts[i]);
-        if (n > e && strcasecmp(name + n - e, candidate_exts[i]) == 0)
-            return candidate_exts[i];
-    }
+    for (size_t f = 0; formats[f]; f++)
+        for (const char *const *e = formats[f]->extensions; e && *e; e++)
+            if (ends_with(name, n, *e) && strlen(*e) == extension_len(name, n))
+                return *ext = *e, formats[f];
     return NULL;
 }
 
-int cfs_format_candidate_name(const char *name)
+static void folder_formats_text(char *buf, size_t len)
 {
-    const char *base = strrchr(name, '/');
-    return candidate_ext(base ? base + 1 : name) != NULL;
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t f = 0; formats[f] && at < len; f++)
+        if (formats[f]->folders)
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "",
+                                   formats[f]->summary);
 }
 
-/* The superblock offset: the head covers 0..2048; bigger user blocks are checked by pread. */
-static long long find_hdf5(int fd, const unsigned char *head, size_t len, off_t size)
+/* Why nobody bid: a format of the input's family says, else what the table knows. */
+static const cfs_format *explain(cfs_probe_input *in, cfs_err *err)
 {
-    long long off = cfs_h5_signature_offset(head, len);
-    if (off >= 0)
-        return off;
-    for (long long at = HEAD_LEN; at <= CFS_H5_SIGNATURE_SCAN_MAX; at *= 2) {
-        unsigned char sig[CFS_H5_SIGNATURE_LEN];
-        if (at + CFS_H5_SIGNATURE_LEN > (long long)size)
-            break;
-        if (pread(fd, sig, sizeof sig, (off_t)at) == (ssize_t)sizeof sig &&
-            memcmp(sig, cfs_h5_signature, sizeof sig) == 0)
-            return at;
-    }
-    return -1;
-}
-
-static int read_head(const char *path, unsigned char *head, size_t *len, long long *h5off,
-                     cfs_err *err)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return cfs_err_set(err, "cannot be opened: %s", strerror(errno));
-    struct stat st;
-    ssize_t got = fstat(fd, &st) == 0 ? pread(fd, head, HEAD_LEN, 0) : -1;
-    if (got < 0) {
-        int e = errno;
-        close(fd);
-        return cfs_err_set(err, "cannot be read: %s", strerror(e));
-    }
-    *len = (size_t)got;
-    *h5off = find_hdf5(fd, head, *len, st.st_size);
-    close(fd);
-    return 0;
-}
-
-static int fill_input(const char *path, unsigned char *head, cfs_probe_hdf5 *h5,
-                      cfs_probe_input *in, cfs_err *err)
-{
-    struct stat st;
-    memset(in, 0, sizeof *in);
-    in->path = path;
-    in->hdf5 = h5;
-    in->hdf5_offset = -1;
-    if (stat(path, &st) < 0)
-        return cfs_err_set(err, "cannot be opened: %s", strerror(errno));
-    if (S_ISDIR(st.st_mode)) {
-        in->is_dir = 1;
-        return 0;
-    }
-    if (!S_ISREG(st.st_mode))
-        return cfs_err_set(err, "not a regular file or a folder");
-    in->head = head;
-    return read_head(path, head, &in->head_len, &in->hdf5_offset, err);
-}
-
-/* Why nobody bid. For an HDF5 file the fallback reader's own refusal is the best reason. */
-static const cfs_format *explain(const cfs_probe_input *in, cfs_err *err)
-{
-    if (in->hdf5_offset >= 0) {
-        cfs_dataset *ds = NULL;
-        if (hdf5_fallback->open(in->path, &ds, err) < 0)
+    for (size_t f = 0; formats[f]; f++) {
+        int rc = formats[f]->explain ? formats[f]->explain(in, err) : 0;
+        if (rc > 0)
+            return formats[f];
+        if (rc < 0)
             return NULL;
-        cfs_dataset_free(ds); /* it reads after all (its probe was too strict) */
-        return hdf5_fallback;
     }
-    const char *base = strrchr(in->path, '/');
-    const char *ext = candidate_ext(base ? base + 1 : in->path);
-    if (in->is_dir)
-        cfs_err_set(err, "a folder that is not a single-cell data set this version reads (the "
-                    "folders it reads are Cell Ranger runs, recognised by their "
-                    "filtered_feature_bc_matrix.h5 or filtered_feature_bc_matrix/)");
-    else if (in->head_len == 0)
-        cfs_err_set(err, "an empty file (0 bytes); re-download or re-write it");
-    else if (ext)
-        cfs_err_set(err, "not an HDF5 file (no HDF5 signature); it is not a %s file, whatever "
-                    "its name says: re-download or re-write it", ext);
-    else
-        cfs_err_set(err, "not a recognised single-cell file (not HDF5; this version reads "
-                    "AnnData .h5ad files): convert it to .h5ad");
+    const char *ext = NULL;
+    const cfs_format *claimed = claimed_by(cfs_probe_name(in), &ext);
+    if (cfs_probe_is_dir(in)) {
+        char folders[512];
+        folder_formats_text(folders, sizeof folders);
+        cfs_err_setc(err, CFS_EREFUSED, "a folder that is not a single-cell data set this "
+                     "version reads (the folders it reads are %s)", folders);
+    } else if (cfs_probe_size(in) == 0) {
+        cfs_err_setc(err, CFS_EDAMAGED, "an empty file (0 bytes); re-download or re-write it");
+    } else if (claimed && claimed->container) {
+        cfs_err_setc(err, CFS_EDAMAGED, "not an %s file (no %s signature); it is not a %s "
+                     "file, whatever its name says: re-download or re-write it",
+                     claimed->container, claimed->container, ext);
+    } else if (claimed) {
+        cfs_err_setc(err, CFS_EDAMAGED, "its content is not that of a %s file, whatever its "
+                     "name says: re-download or re-write it", ext);
+    } else {
+        cfs_err_setc(err, CFS_EREFUSED, "not a recognised single-cell file (this version reads "
+                     "%s): convert it to .h5ad", cfs_format_list_text());
+    }
     return NULL;
 }
 
-/* The winner for in; in->hdf5 may be left open for the winner's open (the caller releases it). */
 static const cfs_format *detect(cfs_probe_input *in, cfs_err *err)
 {
     const cfs_format *best = NULL;
@@ -157,26 +176,31 @@ static const cfs_format *detect(cfs_probe_input *in, cfs_err *err)
 
 const cfs_format *cfs_format_detect(const char *path, cfs_err *err)
 {
-    unsigned char head[HEAD_LEN];
-    cfs_probe_hdf5 h5 = CFS_PROBE_HDF5_INIT;
-    cfs_probe_input in;
-    if (fill_input(path, head, &h5, &in, err) < 0)
+    cfs_probe_input *in;
+    if (cfs_probe_input_open(path, &in, err) < 0)
         return NULL;
-    const cfs_format *f = detect(&in, err);
-    cfs_h5_probe_release(&h5);
+    const cfs_format *f = detect(in, err);
+    cfs_probe_input_close(in);
     return f;
 }
 
 int cfs_format_open(const char *path, cfs_dataset **out, cfs_err *err)
 {
     *out = NULL;
-    unsigned char head[HEAD_LEN];
-    cfs_probe_hdf5 h5 = CFS_PROBE_HDF5_INIT;
-    cfs_probe_input in;
-    if (fill_input(path, head, &h5, &in, err) < 0)
+    cfs_probe_input *in;
+    if (cfs_probe_input_open(path, &in, err) < 0)
         return -1;
-    const cfs_format *f = detect(&in, err);
+    const cfs_format *f = detect(in, err);
+    /* The input stays open through the winner's open: what the probes opened (an HDF5 file with
+     * its metadata cache warm) serves that open too. */
     int rc = f ? f->open(path, out, err) : -1;
-    cfs_h5_probe_release(&h5);
+    cfs_probe_input_close(in);
+    if (rc == 0 && !((*out)->format = strdup(f->name))) {
+        cfs_dataset_free(*out);
+        *out = NULL;
+        rc = cfs_err_oom(err);
+    }
+    if (rc < 0 && err->status == CFS_EFAIL)
+        err->status = CFS_EREFUSED;
     return rc;
 }

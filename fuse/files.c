@@ -84,7 +84,7 @@ static cfs_file *load_own_copy(cfs_files *f, const cfs_file_version *v, cfs_err 
 {
     cfs_file *s = calloc(1, sizeof *s);
     if (!s) {
-        cfs_err_set(err, "out of memory");
+        cfs_err_oom(err);
         return NULL;
     }
     s->own_copy = true;

@@ -104,7 +104,7 @@ static void status_refresh(mount_state *s, cfs_vattr *a)
 {
     status_doc *d = &s->status;
     cfs_buf fresh = {0};
-    cfs_err err = {{0}};
+    cfs_err err = {0};
     int rc = cfs_volume_read_all(s->vol, a->ino, &fresh, &err);
     pthread_mutex_lock(&d->lock);
     if (rc == 0 && (d->ino != a->ino || !same_bytes(&fresh, &d->text))) {
@@ -146,7 +146,7 @@ static void read_status(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     cfs_vattr a;
-    cfs_err err = {{0}};
+    cfs_err err = {0};
     int rc = cfs_volume_lookup(volume_of(req), parent, name, &a, &err);
     struct fuse_entry_param e;
     memset(&e, 0, sizeof e);
@@ -270,7 +270,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     cfs_vattr a;
-    cfs_err err = {{0}};
+    cfs_err err = {0};
     if (cfs_volume_getattr(s->vol, ino, &a) < 0) {
         cfs_err_set(&err, "no such file");
         read_failed(req, ino, &err);
@@ -412,7 +412,7 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
     }
     snprintf(work, sizeof work, "%s/work", cache_dir);
     /* Everything that can fail loudly happens before the daemon detaches from the terminal. */
-    cfs_err err = {{0}};
+    cfs_err err = {0};
     cfs_cache *probe = cfs_cache_open(cache_dir, opts->cache_size, &err);
     if (!probe) {
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);

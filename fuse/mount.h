@@ -1,4 +1,4 @@
-/* `cellucid-fs mount`: the FUSE front end over the volume (DESIGN §8). */
+/* `cellucid-fs mount`: the FUSE front end over the volume (docs/design.md §8). */
 #ifndef CFS_FUSE_MOUNT_H
 #define CFS_FUSE_MOUNT_H
 

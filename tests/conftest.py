@@ -49,17 +49,21 @@ GENERATOR = FIXTURES_DIR / "make_h5ad_fixtures.py"
 TIMEOUT = float(os.environ.get("CELLUCID_FS_TIMEOUT", "120"))
 
 
-def _load_manifest(path, key):
-    if not path.exists():
+def load_manifest(folder, generator=GENERATOR.name):
+    """The manifest of tests/fixtures/<folder>/ (the parsed manifest.json); a missing one stops
+    the run with the command that generates it (tests/fixtures/<generator>)."""
+    path = FIXTURES_DIR / folder / "manifest.json"
+    if not path.is_file():
         raise pytest.UsageError(
-            f"{path} is missing: generate the fixtures with /usr/bin/python3 {GENERATOR.relative_to(REPO)}"
+            f"{path} is missing: generate the fixtures with /usr/bin/python3 "
+            f"{(FIXTURES_DIR / generator).relative_to(REPO)}"
         )
     with open(path, encoding="utf-8") as fh:
-        return json.load(fh)[key]
+        return json.load(fh)
 
 
-GOOD = _load_manifest(GOOD_DIR / "manifest.json", "fixtures")
-BAD = _load_manifest(BAD_DIR / "manifest.json", "bad")
+GOOD = load_manifest(GOOD_DIR.name)["fixtures"]
+BAD = load_manifest(BAD_DIR.name)["bad"]
 GOOD_NAMES = sorted(GOOD)
 REFUSED_NAMES = sorted(k for k, v in BAD.items() if v["expect"] == "refused")
 LEFT_OUT_NAMES = sorted(k for k, v in BAD.items() if v["expect"] == "left_out")

@@ -3,7 +3,7 @@
 For every fixture anndata can read, anndata's own Zarr store is the reference: every node it
 writes must exist in ours with the same kind (group or array), the same .zattrs (encoding-type,
 encoding-version, _index, column-order, ordered, shape), and for arrays the same dtype, shape,
-order and filters. Chunk shapes and compressors are ours to choose (DESIGN §4) and are not
+order and filters. Chunk shapes and compressors are ours to choose (docs/design.md §4) and are not
 compared; nor is the string fill value (anndata 0.8 writes 0, we write ""). Our store may only
 add uns/cellucid. One deliberate difference: the `indices` and `indptr` of a sparse matrix share
 one dtype in our store (int32 here, where everything fits), where anndata 0.8 writes whatever

@@ -1,6 +1,6 @@
 """`cellucid-fs export` end to end: every good fixture's store reads (anndata.read_zarr) equal to
 the source (anndata.read_h5ad, or the fixture's documented h5py-based oracle), and the store
-follows DESIGN §4 / docs/cli-contract.md (consolidated metadata, no chunk holes, codecs,
+follows docs/design.md §4 / docs/cli-contract.md (consolidated metadata, no chunk holes, codecs,
 catalog, ids, stable bytes, options, OUT handling, sources untouched).
 
 The first block ("harness") checks the comparison itself and needs no binary."""

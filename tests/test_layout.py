@@ -1,4 +1,4 @@
-"""The layout engine (issue 3, DESIGN §4, §4.1, §7, docs/priority-order.md): every store is
+"""The layout engine (issue 3, docs/design.md §4, §4.1, §7, docs/priority-order.md): every store is
 priority-ordered and gene-major by default.
 
 - Priority order v1: a numpy computation written here from the spec text (not from the C code)
@@ -67,7 +67,7 @@ MiB = 1024 * 1024
 
 
 # ---------------------------------------------------------------------------------------------
-# the reference computation, from DESIGN §4.1:
+# the reference computation, from docs/design.md §4.1:
 #   splitmix64(x): z = x + 0x9E3779B97F4A7C15
 #                  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
 #                  z = (z ^ (z >> 27)) * 0x94D049BB133111EB
@@ -354,7 +354,7 @@ def check_dense_gene_major(store, rel, n_obs, n_vars, dtype):
 
 
 def check_chunk_limits(store):
-    """DESIGN §4: never over 64 MiB decoded a chunk, never over 100 000 chunks an array."""
+    """docs/design.md §4: never over 64 MiB decoded a chunk, never over 100 000 chunks an array."""
     problems = []
     for adir, za in iter_arrays(store):
         if za["dtype"] == "|O":

@@ -37,6 +37,7 @@ from conftest import (
     describe,
     expected_id,
     left_out_lines,
+    load_manifest,
     not_in_catalog_lines,
     refused_lines,
     run_cfs,
@@ -46,18 +47,7 @@ warnings.simplefilter("ignore")
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 LOOM_DIR = FIXTURES_DIR / "loom"
-GENERATOR = FIXTURES_DIR / "make_loom_fixtures.py"
-
-
-def _manifest():
-    p = LOOM_DIR / "manifest.json"
-    if not p.exists():
-        raise pytest.UsageError(f"{p} is missing: run /usr/bin/python3 {GENERATOR}")
-    with open(p, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-MANIFEST = _manifest()
+MANIFEST = load_manifest("loom", "make_loom_fixtures.py")
 GOOD = MANIFEST["fixtures"]
 BAD = MANIFEST["bad"]
 GOOD_NAMES = sorted(GOOD)

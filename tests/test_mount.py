@@ -1,4 +1,4 @@
-"""`cellucid-fs mount` end to end (issue 4, DESIGN §1, §4-§9): a real FUSE mount of SRC on MNT.
+"""`cellucid-fs mount` end to end (issue 4, docs/design.md §1, §4-§9): a real FUSE mount of SRC on MNT.
 
 Every test mounts with `-f` under subprocess.Popen (so the daemon's pid is known), a cache dir
 of its own in tmp_path, and unmounts in the fixture's teardown even on failure
@@ -733,7 +733,7 @@ def test_kill9_during_production_then_remount(cfs, mounts, big, tmp_path):
         assert started.wait(10), "the readers did not start"
         if when == "during the layout job":
             time.sleep(0.05)
-            # the status document shows the work going on (DESIGN §6)
+            # the status document shows the work going on (docs/design.md §6)
             st = m.status()["sources"][0]
             assert st["state"] == "working", st
             assert st["progress"]["element"] in ("X", "layers/counts"), st
@@ -938,7 +938,7 @@ def test_status_not_in_catalog_says_what_to_do(cfs, mounts, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# 8. live sources (DESIGN §9): add, rewrite, delete while mounted
+# 8. live sources (docs/design.md §9): add, rewrite, delete while mounted
 
 
 def _catalog_ids(m):

@@ -33,6 +33,7 @@ from conftest import (
     check_consolidated,
     describe,
     left_out_lines,
+    load_manifest,
     not_in_catalog_lines,
     refused_lines,
     run_cfs,
@@ -41,17 +42,7 @@ from conftest import (
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 OUTS_DIR = FIXTURES_DIR / "outs"
-GENERATOR = "tests/fixtures/make_outs_fixtures.py"
-
-
-def _manifest():
-    p = OUTS_DIR / "manifest.json"
-    if not p.is_file():
-        raise pytest.UsageError(f"{p} is missing: generate it with /usr/bin/python3 {GENERATOR}")
-    return json.loads(p.read_text())
-
-
-MANIFEST = _manifest()
+MANIFEST = load_manifest("outs", "make_outs_fixtures.py")
 GOOD = MANIFEST["good"]
 BAD = MANIFEST["bad"]
 GOOD_NAMES = sorted(GOOD)

@@ -117,7 +117,7 @@ static file_rec *record_of(hid_t dset, cfs_err *err)
         return f;
     f = calloc(1, sizeof *f);
     if (!f) {
-        cfs_err_set(err, "out of memory");
+        cfs_err_oom(err);
         return NULL;
     }
     f->fd = fcntl(*(int *)handle, F_DUPFD_CLOEXEC, 0);
@@ -184,7 +184,7 @@ cfs_h5_dset *cfs_h5_dset_keep(hid_t dset, hid_t dapl, cfs_err *err)
     if (d && f && f->n == 0)
         drop_record(f);
     if (!d || f)
-        cfs_err_set(err, "out of memory");
+        cfs_err_oom(err);
     if (d)
         free(d->path);
     free(d);

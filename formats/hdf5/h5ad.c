@@ -11,7 +11,10 @@
 #endif
 
 #include "format.h"
+#include "h5_array.h"
 #include "hdf5_util.h"
+#include "path.h"
+#include "utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +43,7 @@ static cfs_elem *elem_new(cfs_elem_kind kind, const char *raw_name)
 {
     if (!raw_name)
         return cfs_elem_new(kind, NULL);
-    char *name = cfs_h5_utf8_dup(raw_name, strlen(raw_name));
+    char *name = cfs_text_to_utf8(raw_name, strlen(raw_name));
     if (!name)
         return NULL;
     cfs_elem *el = cfs_elem_new(kind, name);
@@ -48,42 +51,26 @@ static cfs_elem *elem_new(cfs_elem_kind kind, const char *raw_name)
     return el;
 }
 
-/* "parent/name" with the name made valid UTF-8 (it ends up in messages and JSON). */
+/* "parent/name" with the name made valid UTF-8 (it ends up in messages and JSON). An empty
+ * name (a column-order or _index entry of "") keeps its '/' ("obs/"). */
 static char *path_join(const char *parent, const char *raw_name)
 {
-    char *name = cfs_h5_utf8_dup(raw_name, strlen(raw_name));
-    if (!name)
-        return NULL;
-    if (!parent || !*parent)
-        return name;
-    size_t a = strlen(parent), b = strlen(name);
-    char *out = malloc(a + 1 + b + 1);
-    if (out) {
-        memcpy(out, parent, a);
-        out[a] = '/';
-        memcpy(out + a + 1, name, b + 1);
+    char *name = cfs_text_to_utf8(raw_name, strlen(raw_name));
+    if (!name || *name || !parent || !*parent) {
+        char *out = name ? cfs_path_join(parent, name) : NULL;
+        free(name);
+        return out;
     }
     free(name);
+    char *out = malloc(strlen(parent) + 2);
+    if (out)
+        sprintf(out, "%s/", parent);
     return out;
 }
 
 static bool streq(const char *a, const char *b)
 {
     return a && b && strcmp(a, b) == 0;
-}
-
-static int oom(cfs_err *err)
-{
-    return cfs_err_set(err, "out of memory");
-}
-
-/* Adds child to parent, or frees it and fails. */
-static int add_child(cfs_elem *parent, cfs_elem *child, cfs_err *err)
-{
-    if (cfs_elem_add(parent, child) == 0)
-        return 0;
-    cfs_elem_free(child);
-    return oom(err);
 }
 
 /* what: "the column", "the entry", ... ; the reason comes first, as in "left out obs/x: ...". */
@@ -243,7 +230,7 @@ static int read_dataset(hid_t loc, hid_t obj, const char *enc, const char *name,
 {
     if (streq(enc, "null") || cfs_h5_dataset_is_null(obj)) {
         *out = elem_new(CFS_EL_NULL, name);
-        return *out ? 0 : oom(err);
+        return *out ? 0 : cfs_err_oom(err);
     }
     if (!enc && cfs_h5_has_attr(obj, "categories"))
         return cfs_err_set(err, "a categorical written by anndata < 0.8 (codes with an object "
@@ -263,7 +250,7 @@ static int read_dataset(hid_t loc, hid_t obj, const char *enc, const char *name,
     cfs_elem *el = elem_new(kind, name);
     if (!el) {
         cfs_array_unref(arr);
-        return oom(err);
+        return cfs_err_oom(err);
     }
     el->values = arr;
     *out = el;
@@ -280,19 +267,19 @@ static int read_dict(rd *r, hid_t grp, const char *name, const char *path, int d
     if (cfs_h5_group_names(grp, &names, &n, err) < 0)
         return -1;
     cfs_elem *dict = elem_new(CFS_EL_DICT, name);
-    int rc = dict ? 0 : oom(err);
+    int rc = dict ? 0 : cfs_err_oom(err);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         char *cpath = path_join(path, names[i]);
         cfs_elem *child = NULL;
         cfs_err why;
         if (!cpath)
-            rc = oom(err);
+            rc = cfs_err_oom(err);
         else if (read_elem(r, grp, names[i], cpath, depth + 1, &child, &why) == 0)
-            rc = add_child(dict, child, err);
+            rc = cfs_elem_add_or_free(dict, child, err);
         else if (r->nelems > H5AD_MAX_ELEMS)
             rc = cfs_err_set(err, "%s", why.msg); /* the whole mapping is cut, not each entry */
         else if (leave_out(r, cpath, "the entry", &why) < 0)
-            rc = oom(err);
+            rc = cfs_err_oom(err);
         free(cpath);
     }
     cfs_h5_names_free(names, n);
@@ -331,7 +318,7 @@ static int read_index_elem(rd *r, hid_t grp, const char *idx, const char *path, 
 {
     char *ipath = path_join(path, idx);
     if (!ipath)
-        return oom(err);
+        return cfs_err_oom(err);
     cfs_elem *index = NULL;
     int rc = read_elem(r, grp, idx, ipath, depth + 1, &index, err);
     free(ipath);
@@ -367,7 +354,7 @@ static int read_column(rd *r, hid_t grp, cfs_elem *df, char **cols, size_t i, co
 {
     char *cpath = path_join(path, cols[i]);
     if (!cpath)
-        return oom(err);
+        return cfs_err_oom(err);
     cfs_elem *col = NULL;
     cfs_err why;
     int rc = 0;
@@ -378,11 +365,11 @@ static int read_column(rd *r, hid_t grp, cfs_elem *df, char **cols, size_t i, co
         ok = read_elem(r, grp, cols[i], cpath, depth + 1, &col, &why) == 0 &&
              check_column(col, nrows, &why) == 0;
     if (ok) {
-        rc = add_child(df, col, err);
+        rc = cfs_elem_add_or_free(df, col, err);
     } else {
         cfs_elem_free(col);
         if (leave_out(r, cpath, "the column", &why) < 0)
-            rc = oom(err);
+            rc = cfs_err_oom(err);
     }
     free(cpath);
     return rc;
@@ -422,11 +409,11 @@ static int read_dataframe(rd *r, hid_t grp, const char *name, const char *path, 
     if (dataframe_attrs(grp, &idx, &cols, &ncols, err) < 0)
         return -1;
     cfs_elem *df = elem_new(CFS_EL_DATAFRAME, name);
-    int rc = df ? 0 : oom(err);
+    int rc = df ? 0 : cfs_err_oom(err);
     if (rc == 0)
         rc = read_index_elem(r, grp, idx, path, depth, &df->index, err);
     if (rc == 0 && !(df->index_name = strdup(idx)))
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     uint64_t nrows = rc == 0 ? df->index->values->shape[0] : 0;
     for (size_t i = 0; rc == 0 && i < ncols; i++)
         rc = read_column(r, grp, df, cols, i, path, depth, nrows, err);
@@ -458,7 +445,7 @@ static int read_categorical(hid_t grp, const char *name, cfs_elem **out, cfs_err
     cfs_elem *el = NULL, *cel = NULL;
     if (rc == 0 && (!(el = elem_new(CFS_EL_CATEGORICAL, name)) ||
                     !(cel = elem_new(CFS_EL_ARRAY, "categories"))))
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     if (rc < 0) {
         cfs_elem_free(el);
         cfs_array_unref(codes);
@@ -507,7 +494,7 @@ static int read_nullable(hid_t grp, cfs_elem_kind kind, const char *name, cfs_el
         rc = -1;
     cfs_elem *el = NULL;
     if (rc == 0 && !(el = elem_new(kind, name)))
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     if (rc < 0) {
         cfs_array_unref(values);
         cfs_array_unref(mask);
@@ -591,7 +578,8 @@ static int read_sparse(hid_t grp, bool csr, const char *name, cfs_elem **out, cf
     sparse_parts p = {.csr = csr};
     cfs_elem *el = NULL;
     if (sparse_shape(grp, &p, err) < 0 || sparse_arrays(grp, &p, err) < 0 ||
-        sparse_consistent(&p, err) < 0 || (!(el = elem_new(CFS_EL_SPARSE, name)) && oom(err))) {
+        sparse_consistent(&p, err) < 0 ||
+        (!(el = elem_new(CFS_EL_SPARSE, name)) && cfs_err_oom(err))) {
         sparse_parts_free(&p);
         return cfs_err_prefix(err, "%s", csr ? "csr_matrix" : "csc_matrix");
     }
@@ -739,16 +727,16 @@ static int read_slot_entry(rd *r, hid_t grp, const char *name, const char *path,
 {
     char *cpath = path_join(path, name);
     if (!cpath)
-        return oom(err);
+        return cfs_err_oom(err);
     cfs_elem *el = NULL;
     cfs_err why;
     int rc = 0;
     if (read_elem(r, grp, name, cpath, 1, &el, &why) == 0 && check_slot_entry(el, rule, &why) == 0)
-        rc = add_child(slot, el, err);
+        rc = cfs_elem_add_or_free(slot, el, err);
     else {
         cfs_elem_free(el);
         if (leave_out(r, cpath, "the entry", &why) < 0)
-            rc = oom(err);
+            rc = cfs_err_oom(err);
     }
     free(cpath);
     return rc;
@@ -785,7 +773,7 @@ static int read_slot(rd *r, hid_t parent, const char *name, const char *path,
         return 0;
     cfs_elem *slot = elem_new(CFS_EL_DICT, name);
     if (!slot)
-        return oom(err);
+        return cfs_err_oom(err);
     cfs_err why;
     hid_t grp = object_open(parent, name, &why);
     int rc = 0;
@@ -797,9 +785,9 @@ static int read_slot(rd *r, hid_t parent, const char *name, const char *path,
         H5Oclose(grp);
     if (rc < 0) {
         cfs_elem_free(slot);
-        return leave_out(r, path, "the mapping", &why) < 0 ? oom(err) : 0;
+        return leave_out(r, path, "the mapping", &why) < 0 ? cfs_err_oom(err) : 0;
     }
-    return add_child(owner, slot, err);
+    return cfs_elem_add_or_free(owner, slot, err);
 }
 
 /* obs or var (or raw/var): must be a dataframe; its defects refuse the owner. */
@@ -842,11 +830,11 @@ static int read_raw_parts(rd *r, hid_t grp, cfs_elem *raw, uint64_t n_obs, cfs_e
         cfs_elem_free(var);
         return cfs_err_prefix(err, "raw/X");
     }
-    if (add_child(raw, x, err) < 0) {
+    if (cfs_elem_add_or_free(raw, x, err) < 0) {
         cfs_elem_free(var);
         return -1;
     }
-    if (add_child(raw, var, err) < 0)
+    if (cfs_elem_add_or_free(raw, var, err) < 0)
         return -1;
     slot_rule rule = {n_raw_vars, 0, false, "raw/var"};
     return read_slot(r, grp, "varm", "raw/varm", &rule, raw, err);
@@ -859,7 +847,7 @@ static int read_raw(rd *r, hid_t file, cfs_elem *root, uint64_t n_obs, cfs_err *
     cfs_err why;
     cfs_elem *raw = elem_new(CFS_EL_RAW, "raw");
     if (!raw)
-        return oom(err);
+        return cfs_err_oom(err);
     hid_t grp = object_open(file, "raw", &why);
     int rc = 0;
     if (grp >= 0 && H5Iget_type(grp) != H5I_GROUP)
@@ -870,9 +858,9 @@ static int read_raw(rd *r, hid_t file, cfs_elem *root, uint64_t n_obs, cfs_err *
         H5Oclose(grp);
     if (rc < 0) {
         cfs_elem_free(raw);
-        return leave_out(r, "raw", "raw", &why) < 0 ? oom(err) : 0;
+        return leave_out(r, "raw", "raw", &why) < 0 ? cfs_err_oom(err) : 0;
     }
-    return add_child(root, raw, err);
+    return cfs_elem_add_or_free(root, raw, err);
 }
 
 static int read_uns(rd *r, hid_t file, cfs_elem *root, cfs_err *err)
@@ -887,8 +875,8 @@ static int read_uns(rd *r, hid_t file, cfs_elem *root, cfs_err *err)
         uns = NULL;
     }
     if (!uns)
-        return leave_out(r, "uns", "uns", &why) < 0 ? oom(err) : 0;
-    return add_child(root, uns, err);
+        return leave_out(r, "uns", "uns", &why) < 0 ? cfs_err_oom(err) : 0;
+    return cfs_elem_add_or_free(root, uns, err);
 }
 
 static int read_frames(rd *r, hid_t file, cfs_elem *root, cfs_err *err)
@@ -901,7 +889,7 @@ static int read_frames(rd *r, hid_t file, cfs_elem *root, cfs_err *err)
                                FIX_HINT, axes[i]);
         if (read_axis_frame(r, file, axes[i], axes[i], &df, err) < 0)
             return refuse(err, axes[i]);
-        if (add_child(root, df, err) < 0)
+        if (cfs_elem_add_or_free(root, df, err) < 0)
             return -1;
     }
     r->ds->n_obs = root->children[0]->index->values->shape[0];
@@ -918,7 +906,7 @@ static int read_root(rd *r, hid_t file, cfs_elem *root, cfs_err *err)
         cfs_elem *x;
         if (read_x(r, file, "X", n_obs, n_vars, "n_obs x n_vars", &x, err) < 0)
             return refuse(err, "X");
-        if (add_child(root, x, err) < 0)
+        if (cfs_elem_add_or_free(root, x, err) < 0)
             return -1;
     }
     const slot_rule layers = {n_obs, n_vars, true, "n_obs x n_vars"};
@@ -993,7 +981,7 @@ static int h5ad_bid(hid_t file, void *ctx)
     return kind == H5AD_MODERN ? 100 : kind == H5AD_LEGACY ? 90 : 0;
 }
 
-static int h5ad_probe(const cfs_probe_input *in)
+static int h5ad_probe(cfs_probe_input *in)
 {
     return cfs_h5_probe(in, h5ad_bid, NULL);
 }
@@ -1014,13 +1002,13 @@ static int refuse_kind(h5ad_kind kind, const char *enc, cfs_err *err)
 static int build(const char *path, hid_t file, const char *version, cfs_dataset **out,
                  cfs_err *err)
 {
-    cfs_dataset *ds = cfs_dataset_new(path, "h5ad");
+    cfs_dataset *ds = cfs_dataset_new(path);
     char fv[128];
     snprintf(fv, sizeof fv, "anndata %s", version ? version : "?");
     if (!ds || !(ds->format_version = strdup(fv)) ||
         !(ds->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))) {
         cfs_dataset_free(ds);
-        return oom(err);
+        return cfs_err_oom(err);
     }
     rd r = {.ds = ds};
     /* The root counts as open: a link from uns to "/" would otherwise copy the file into uns. */
@@ -1061,4 +1049,29 @@ static int h5ad_open(const char *path, cfs_dataset **out, cfs_err *err)
     return rc;
 }
 
-const cfs_format cfs_format_h5ad = {"h5ad", h5ad_probe, h5ad_open};
+/* An HDF5 file no reader bids for is best explained by the h5ad reader's refusal: it says
+ * whether the file is damaged, from an older anndata, or simply not AnnData. */
+static int h5ad_explain(cfs_probe_input *in, cfs_err *err)
+{
+    if (cfs_h5_probe_offset(in) < 0)
+        return 0;
+    cfs_dataset *ds = NULL;
+    if (h5ad_open(cfs_probe_path(in), &ds, err) < 0)
+        return -1;
+    cfs_dataset_free(ds);
+    return 1;
+}
+
+/* MuData files (.h5mu) hold AnnData groups in HDF5: until a MuData reader claims them, they
+ * are probed here, so a folder scan lists them as refused with h5ad_explain's reason. */
+static const char *const h5ad_extensions[] = {".h5ad", ".h5mu", NULL};
+
+const cfs_format cfs_format_h5ad = {
+    .name = "h5ad",
+    .summary = "AnnData .h5ad files (anndata 0.8 or later)",
+    .extensions = h5ad_extensions,
+    .container = "HDF5",
+    .probe = h5ad_probe,
+    .open = h5ad_open,
+    .explain = h5ad_explain,
+};

@@ -1,4 +1,10 @@
-/* HDF5 helpers shared by the HDF5-based readers (h5ad now; loom and 10x later). */
+/*
+ * What the HDF5 readers (h5ad.c, loom.c, tenx.c; outs.c through tenx.h) share: the lock around
+ * every libhdf5 call, finding the signature and opening files read-only, attributes and group
+ * listings in any of the forms writers leave, the size ceilings checked before allocating, and
+ * the probe the HDF5 formats share during one detection. HDF5 types to model dtypes are in
+ * h5_types.h, datasets opened as model arrays (read on demand, by hyperslab) in h5_array.h.
+ */
 #ifndef CFS_HDF5_UTIL_H
 #define CFS_HDF5_UTIL_H
 
@@ -48,11 +54,6 @@ void cfs_h5_error_detail(char *buf, size_t len);
 int cfs_h5_group_names(hid_t grp, char ***names, size_t *n, cfs_err *err);
 void cfs_h5_names_free(char **names, size_t n);
 
-/* A malloc'd NUL-terminated UTF-8 copy of len bytes: invalid UTF-8 (an "ASCII" string from an R
- * or Windows writer holding Latin-1) is transcoded from Latin-1 so every string we hand on is
- * valid UTF-8. NULL on allocation failure. */
-char *cfs_h5_utf8_dup(const char *s, size_t len);
-
 /*
  * Attributes. Each returns 1 if the attribute was read, 0 if it is absent, -1 (with err) if it
  * is present but unusable.
@@ -69,18 +70,13 @@ int cfs_h5_attr_bool(hid_t obj, const char *name, bool *out, cfs_err *err);
 int cfs_h5_attr_shape2(hid_t obj, const char *name, uint64_t out[2], cfs_err *err);
 
 /* Dimension and element-count ceilings: a header claiming more is refused before anything is
- * allocated (DESIGN §6). 2^32 per axis is beyond any single-cell data set. */
+ * allocated (docs/design.md §6). 2^32 per axis is beyond any single-cell data set. */
 #define CFS_H5_MAX_AXIS ((uint64_t)1 << 32)
 #define CFS_H5_MAX_ELEMS ((uint64_t)1 << 50)
 
 /*
- * Datasets.
+ * Datasets. Their types: h5_types.h; datasets as arrays of the model: h5_array.h.
  */
-/* Maps an HDF5 datatype to a model dtype, or fails with a reason naming the type. Compound
- * types map to CFS_COMPOUND (rec-arrays); complex numbers are refused. */
-int cfs_h5_dtype_of(hid_t type, cfs_dtype *out, cfs_err *err);
-/* A human-readable name of an HDF5 datatype, for messages ("int32", "complex", ...). */
-void cfs_h5_type_describe(hid_t type, char *buf, size_t len);
 /* True if the dataset's dataspace is H5S_NULL (h5py's empty dataset; anndata's `null`). */
 bool cfs_h5_dataset_is_null(hid_t dset);
 /* Identity of an object inside its file, to catch groups that link back to an ancestor. */
@@ -94,30 +90,18 @@ bool cfs_h5_objkey_eq(const cfs_h5_objkey *a, const cfs_h5_objkey *b);
 /* True if the dataset has an attribute of that name. */
 bool cfs_h5_has_attr(hid_t obj, const char *name);
 
+/* The offset of the input's HDF5 superblock, or -1 (a folder, or not HDF5): looked for once per
+ * detection, in the first bytes and then by reads at 4 KiB, 8 KiB, ... (cfs_probe_read). */
+long long cfs_h5_probe_offset(cfs_probe_input *in);
+
 /*
- * Opens loc/name as an array of the dataset model: shape and dtype from metadata, values read on
- * demand by hyperslab under the lock. The dataset stays open (with a chunk cache sized for
- * row-range reads when it is chunked and compressed) until the array is freed. Compound
- * datasets (rec-arrays, which live in uns and are small) are read whole at open instead, so
- * their variable-length string fields get exact fixed widths. Filters libhdf5 cannot decode
- * (e.g. h5py's LZF) are refused here rather than at the first read.
+ * The probe every HDF5 format shares: asks bid(file, ctx) for a confidence under the lock; 0 for
+ * folders, non-HDF5 content or an unreadable file. The file is the input's shared one (kept in
+ * its cfs_probe_memo), opened at the first probe: opening an HDF5 file builds a metadata cache
+ * of about half a MiB, so once per detection, not once per bidder. The registry keeps the input
+ * open until the chosen format's open has run, because libhdf5 then serves that open (same
+ * device and inode) from the file already open, its metadata cache warm from the probes.
  */
-int cfs_h5_array_open(hid_t loc, const char *name, cfs_array **out, cfs_err *err);
-
-/* The probe every HDF5 format shares: asks bid(file, ctx) for a confidence under the lock; 0 for
- * folders, non-HDF5 content or an unreadable file. The file is the input's shared one, opened at
- * the first probe: opening an HDF5 file builds a metadata cache of about half a MiB, so once
- * per detection, not once per bidder. */
-int cfs_h5_probe(const cfs_probe_input *in, int (*bid)(hid_t file, void *ctx), void *ctx);
-
-/* The registry's side of that sharing. It keeps the file open until the chosen format's open has
- * run, because libhdf5 then serves that open (same device and inode) from the file already open,
- * its metadata cache warm from the probes. */
-typedef struct cfs_probe_hdf5 {
-    hid_t file;     /* -1 until opened, or when it cannot be */
-    bool tried;
-} cfs_probe_hdf5;
-#define CFS_PROBE_HDF5_INIT {-1, false}
-void cfs_h5_probe_release(cfs_probe_hdf5 *h5);
+int cfs_h5_probe(cfs_probe_input *in, int (*bid)(hid_t file, void *ctx), void *ctx);
 
 #endif

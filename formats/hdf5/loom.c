@@ -32,10 +32,18 @@
 #define _GNU_SOURCE /* strdup */
 #endif
 
+#include "array_views.h"
+#include "coo_csr.h"
+#include "elems.h"
 #include "format.h"
+#include "h5_array.h"
 #include "h5_dormant.h"
+#include "h5_types.h"
 #include "hdf5_util.h"
+#include "html_unescape.h"
 #include "names.h"
+#include "path.h"
+#include "utf8.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,39 +62,14 @@ typedef unsigned long long ull;
 /* ------------------------------------------------------------------------------------------ */
 /* Small helpers */
 
-static int oom(cfs_err *err)
-{
-    return cfs_err_set(err, "out of memory");
-}
-
 static bool streq(const char *a, const char *b)
 {
     return a && b && strcmp(a, b) == 0;
 }
 
-static int add_child(cfs_elem *parent, cfs_elem *child, cfs_err *err)
-{
-    if (cfs_elem_add(parent, child) == 0)
-        return 0;
-    cfs_elem_free(child);
-    return oom(err);
-}
-
 static bool numeric_dtype(cfs_dtype t)
 {
     return t != CFS_STRING && t != CFS_COMPOUND;
-}
-
-static char *join(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    char *out = malloc(la + 1 + lb + 1);
-    if (out) {
-        memcpy(out, a, la);
-        out[la] = '/';
-        memcpy(out + la + 1, b, lb + 1);
-    }
-    return out;
 }
 
 /* Leaves out parent/name with a printf-style reason; -1 only on allocation failure. */
@@ -101,36 +84,10 @@ static int leave_out(cfs_dataset *ds, const char *parent, const char *name, cfs_
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
-    char *path = name[0] ? join(parent, name) : strdup(parent);
+    char *path = name[0] ? cfs_path_join(parent, name) : strdup(parent);
     int rc = path ? cfs_dataset_leave_out(ds, path, "%s", reason) : -1;
     free(path);
-    return rc < 0 ? oom(err) : 0;
-}
-
-/* Element i of an integer (or bool) buffer; *neg is set for a negative value (then the result
- * is its magnitude). Buffers are little-endian, as the host is. */
-static uint64_t int_elem(const void *buf, cfs_dtype t, size_t i, bool *neg)
-{
-    const unsigned char *p = buf;
-    int64_t s = 0;
-    *neg = false;
-    switch (t) {
-    case CFS_INT8: { int8_t v; memcpy(&v, p + i, 1); s = v; break; }
-    case CFS_INT16: { int16_t v; memcpy(&v, p + 2 * i, 2); s = v; break; }
-    case CFS_INT32: { int32_t v; memcpy(&v, p + 4 * i, 4); s = v; break; }
-    case CFS_INT64: { int64_t v; memcpy(&v, p + 8 * i, 8); s = v; break; }
-    case CFS_BOOL:
-    case CFS_UINT8: return p[i];
-    case CFS_UINT16: { uint16_t v; memcpy(&v, p + 2 * i, 2); return v; }
-    case CFS_UINT32: { uint32_t v; memcpy(&v, p + 4 * i, 4); return v; }
-    case CFS_UINT64: { uint64_t v; memcpy(&v, p + 8 * i, 8); return v; }
-    default: return 0;
-    }
-    if (s < 0) {
-        *neg = true;
-        return (uint64_t)0 - (uint64_t)s;
-    }
-    return (uint64_t)s;
+    return rc < 0 ? cfs_err_oom(err) : 0;
 }
 
 /* The little-endian HDF5 type of a numeric model dtype (a library constant), or -1. */
@@ -149,384 +106,6 @@ static hid_t le_type(cfs_dtype t)
     case CFS_FLOAT64: return H5T_IEEE_F64LE;
     default: return -1;
     }
-}
-
-static void *alloc_n(uint64_t n, size_t size, cfs_err *err)
-{
-    size_t bytes;
-    if (n > SIZE_MAX || __builtin_mul_overflow((size_t)n, size, &bytes)) {
-        cfs_err_set(err, "a buffer of %llu elements is too large", (ull)n);
-        return NULL;
-    }
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p)
-        cfs_err_set(err, "out of memory (%zu bytes)", bytes);
-    return p;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* XML / HTML character references, unescaped exactly as Python's html.unescape (which loompy
- * applies to every string it reads) for numeric references and for the entity names that may
- * stand without a ';' (the XML ones and HTML's Latin-1 set), plus &apos;. */
-
-/* U+00A0 .. U+00FF, in code point order. */
-static const char *const latin1_names[96] = {
-    "nbsp", "iexcl", "cent", "pound", "curren", "yen", "brvbar", "sect", "uml", "copy", "ordf",
-    "laquo", "not", "shy", "reg", "macr", "deg", "plusmn", "sup2", "sup3", "acute", "micro",
-    "para", "middot", "cedil", "sup1", "ordm", "raquo", "frac14", "frac12", "frac34", "iquest",
-    "Agrave", "Aacute", "Acirc", "Atilde", "Auml", "Aring", "AElig", "Ccedil", "Egrave", "Eacute",
-    "Ecirc", "Euml", "Igrave", "Iacute", "Icirc", "Iuml", "ETH", "Ntilde", "Ograve", "Oacute",
-    "Ocirc", "Otilde", "Ouml", "times", "Oslash", "Ugrave", "Uacute", "Ucirc", "Uuml", "Yacute",
-    "THORN", "szlig", "agrave", "aacute", "acirc", "atilde", "auml", "aring", "aelig", "ccedil",
-    "egrave", "eacute", "ecirc", "euml", "igrave", "iacute", "icirc", "iuml", "eth", "ntilde",
-    "ograve", "oacute", "ocirc", "otilde", "ouml", "divide", "oslash", "ugrave", "uacute",
-    "ucirc", "uuml", "yacute", "thorn", "yuml",
-};
-
-static const struct {
-    const char *name;
-    uint32_t cp;
-} legacy_extra[] = {
-    {"amp", '&'}, {"AMP", '&'}, {"lt", '<'}, {"LT", '<'}, {"gt", '>'}, {"GT", '>'},
-    {"quot", '"'}, {"QUOT", '"'}, {"COPY", 0xA9}, {"REG", 0xAE},
-};
-
-#define LEGACY_MAX_LEN 6
-
-/* A name that html5 lists with and without ';'; returns its code point or 0. */
-static uint32_t legacy_entity(const char *s, size_t len)
-{
-    if (len < 2 || len > LEGACY_MAX_LEN)
-        return 0;
-    for (size_t i = 0; i < 96; i++)
-        if (strlen(latin1_names[i]) == len && memcmp(latin1_names[i], s, len) == 0)
-            return 0xA0 + (uint32_t)i;
-    for (size_t i = 0; i < sizeof legacy_extra / sizeof legacy_extra[0]; i++)
-        if (strlen(legacy_extra[i].name) == len && memcmp(legacy_extra[i].name, s, len) == 0)
-            return legacy_extra[i].cp;
-    return 0;
-}
-
-/* Windows-1252 meanings of &#128; .. &#159; (html5's "invalid charrefs"). */
-static const uint16_t cp1252[32] = {
-    0x20AC, 0x81, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160,
-    0x2039, 0x0152, 0x8D, 0x017D, 0x8F, 0x90, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013,
-    0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x9D, 0x017E, 0x0178,
-};
-
-/* What &#num; stands for: 1 with *cp, or 0 for nothing (a code point html5 drops). */
-static int charref(uint64_t num, uint32_t *cp)
-{
-    if (num == 0) {
-        *cp = 0xFFFD;
-        return 1;
-    }
-    if (num == 0x0D) {
-        *cp = 0x0D;
-        return 1;
-    }
-    if (num >= 0x80 && num <= 0x9F) {
-        *cp = cp1252[num - 0x80];
-        return 1;
-    }
-    if ((num >= 0xD800 && num <= 0xDFFF) || num > 0x10FFFF) {
-        *cp = 0xFFFD;
-        return 1;
-    }
-    if ((num >= 0x1 && num <= 0x8) || num == 0xB || (num >= 0xE && num <= 0x1F) || num == 0x7F ||
-        (num >= 0xFDD0 && num <= 0xFDEF) || (num & 0xFFFE) == 0xFFFE)
-        return 0;
-    *cp = (uint32_t)num;
-    return 1;
-}
-
-static size_t utf8_put(char *out, uint32_t cp)
-{
-    unsigned char *o = (unsigned char *)out;
-    if (cp < 0x80) {
-        o[0] = (unsigned char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (unsigned char)(0xC0 | (cp >> 6));
-        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | (cp >> 12));
-        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (unsigned char)(0xF0 | (cp >> 18));
-    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* &#123; / &#x7B; at s (s[0] == '&', s[1] == '#'): bytes consumed, 0 if it is not one. */
-static size_t numeric_ref(const char *s, char *out, size_t *olen)
-{
-    size_t j = 2;
-    int base = 10;
-    if (s[2] >= '0' && s[2] <= '9') {
-        base = 10;
-    } else if ((s[2] == 'x' || s[2] == 'X') && hexval((unsigned char)s[3]) >= 0) {
-        base = 16;
-        j = 3;
-    } else {
-        return 0;
-    }
-    uint64_t num = 0;
-    for (int d; (d = base == 10 ? (s[j] >= '0' && s[j] <= '9' ? s[j] - '0' : -1)
-                                : hexval((unsigned char)s[j])) >= 0;
-         j++)
-        if (num <= 0x10FFFF)
-            num = num * (uint64_t)base + (uint64_t)d; /* past U+10FFFF it is U+FFFD anyway */
-    if (s[j] == ';')
-        j++;
-    uint32_t cp;
-    *olen = charref(num, &cp) ? utf8_put(out, cp) : 0;
-    return j;
-}
-
-/* A named reference at s (s[0] == '&'): bytes consumed, 0 if none applies. Python matches
- * [^\t\n\f <&#;]{1,32};? and then the whole name, else its longest legacy prefix. */
-static size_t named_ref(const char *s, char *out, size_t *olen)
-{
-    size_t j = 1, chars = 0;
-    while (s[j] && !strchr("\t\n\f <&#;", s[j])) {
-        if (((unsigned char)s[j] & 0xC0) != 0x80) {
-            if (chars == 32)
-                break;
-            chars++;
-        }
-        j++;
-    }
-    size_t run = j - 1;
-    if (run == 0)
-        return 0;
-    bool semi = s[j] == ';';
-    uint32_t cp = legacy_entity(s + 1, run);
-    if (!cp && semi && run == 4 && memcmp(s + 1, "apos", 4) == 0)
-        cp = '\'';
-    if (cp) {
-        *olen = utf8_put(out, cp);
-        return j + (semi ? 1 : 0);
-    }
-    for (size_t x = run - 1 < LEGACY_MAX_LEN ? run - 1 : LEGACY_MAX_LEN; x >= 2; x--) {
-        if ((cp = legacy_entity(s + 1, x))) {
-            *olen = utf8_put(out, cp);
-            return 1 + x;
-        }
-    }
-    return 0;
-}
-
-/* A malloc'd unescaped copy of s, or NULL on allocation failure. */
-static char *xml_unescape(const char *s)
-{
-    size_t len = strlen(s);
-    char *out = malloc(2 * len + 8);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < len;) {
-        size_t used = 0, olen = 0;
-        if (s[i] == '&')
-            used = s[i + 1] == '#' ? numeric_ref(s + i, out + o, &olen)
-                                   : named_ref(s + i, out + o, &olen);
-        if (used) {
-            o += olen;
-            i += used;
-        } else {
-            out[o++] = s[i++];
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
-/* Unescapes n malloc'd strings in place; on allocation failure frees them all. */
-static int unescape_all(char **s, size_t n, cfs_err *err)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (!strchr(s[i], '&'))
-            continue;
-        char *u = xml_unescape(s[i]);
-        if (!u) {
-            cfs_strings_free(s, n);
-            return oom(err);
-        }
-        free(s[i]);
-        s[i] = u;
-    }
-    return 0;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* Views over other arrays: transposed, squeezed (n, 1) -> n, strings unescaped, integers as
- * decimal strings. They read through the inner array, which takes the HDF5 lock for its read;
- * the rest happens outside the lock. */
-
-typedef enum view_kind { VIEW_TRANSPOSE, VIEW_SQUEEZE, VIEW_UNESCAPE, VIEW_FORMAT } view_kind;
-
-typedef struct view {
-    view_kind kind;
-    cfs_array *inner;
-} view;
-
-#define TILE 32
-
-#define TRANSPOSE_AS(type)                                                                    \
-    do {                                                                                      \
-        const type *s_ = (const type *)src;                                                   \
-        type *d_ = (type *)dst;                                                               \
-        for (uint64_t r0 = 0; r0 < rows; r0 += TILE)                                          \
-            for (uint64_t c0 = 0; c0 < cols; c0 += TILE) {                                    \
-                uint64_t r1 = r0 + TILE < rows ? r0 + TILE : rows;                            \
-                uint64_t c1 = c0 + TILE < cols ? c0 + TILE : cols;                            \
-                for (uint64_t r = r0; r < r1; r++)                                            \
-                    for (uint64_t c = c0; c < c1; c++)                                        \
-                        d_[c * rows + r] = s_[r * cols + c];                                  \
-            }                                                                                 \
-    } while (0)
-
-/* src is rows x cols in C order; dst receives cols x rows. */
-static void transpose(const void *src, void *dst, uint64_t rows, uint64_t cols, size_t es)
-{
-    switch (es) {
-    case 1: TRANSPOSE_AS(uint8_t); return;
-    case 2: TRANSPOSE_AS(uint16_t); return;
-    case 4: TRANSPOSE_AS(uint32_t); return;
-    case 8: TRANSPOSE_AS(uint64_t); return;
-    default:
-        for (uint64_t r = 0; r < rows; r++)
-            for (uint64_t c = 0; c < cols; c++)
-                memcpy((char *)dst + (c * rows + r) * es, (const char *)src + (r * cols + c) * es,
-                       es);
-    }
-}
-
-static uint64_t slab_elems(int ndim, const uint64_t *count)
-{
-    uint64_t n = 1;
-    for (int d = 0; d < ndim; d++)
-        n *= count[d];
-    return n;
-}
-
-static int transpose_read(const view *v, const uint64_t *start, const uint64_t *count, void *out,
-                          cfs_err *err)
-{
-    uint64_t is[2] = {start[1], start[0]}, ic[2] = {count[1], count[0]};
-    size_t es = cfs_array_elem_size(v->inner);
-    uint64_t n = count[0] * count[1];
-    if (n == 0)
-        return 0;
-    void *tmp = alloc_n(n, es, err);
-    if (!tmp)
-        return -1;
-    int rc = cfs_array_read(v->inner, is, ic, tmp, err);
-    if (rc == 0)
-        transpose(tmp, out, count[1], count[0], es);
-    free(tmp);
-    return rc;
-}
-
-static int format_read(const view *v, uint64_t n, const uint64_t *start, const uint64_t *count,
-                       void *out, cfs_err *err)
-{
-    void *tmp = alloc_n(n, cfs_array_elem_size(v->inner), err);
-    if (!tmp)
-        return -1;
-    int rc = cfs_array_read(v->inner, start, count, tmp, err);
-    char **s = out;
-    for (uint64_t i = 0; rc == 0 && i < n; i++) {
-        bool neg;
-        uint64_t mag = int_elem(tmp, v->inner->dtype, (size_t)i, &neg);
-        char buf[32];
-        snprintf(buf, sizeof buf, "%s%llu", neg ? "-" : "", (ull)mag);
-        if (!(s[i] = strdup(buf))) {
-            cfs_strings_free(s, (size_t)i);
-            rc = oom(err);
-        }
-    }
-    free(tmp);
-    return rc;
-}
-
-static int view_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
-                     void *out, cfs_err *err)
-{
-    const view *v = arr->ctx;
-    uint64_t n = slab_elems(arr->ndim, count);
-    if (n == 0)
-        return 0;
-    switch (v->kind) {
-    case VIEW_TRANSPOSE: return transpose_read(v, start, count, out, err);
-    case VIEW_SQUEEZE: {
-        uint64_t s[2] = {start[0], 0}, c[2] = {count[0], 1};
-        return cfs_array_read(v->inner, s, c, out, err);
-    }
-    case VIEW_UNESCAPE:
-        if (cfs_array_read(v->inner, start, count, out, err) < 0)
-            return -1;
-        return unescape_all(out, (size_t)n, err);
-    case VIEW_FORMAT: return format_read(v, n, start, count, out, err);
-    }
-    return cfs_err_set(err, "unknown view");
-}
-
-static void view_free(void *ctx)
-{
-    view *v = ctx;
-    if (!v)
-        return;
-    cfs_array_unref(v->inner);
-    free(v);
-}
-
-static const cfs_array_ops view_ops = {view_read, view_free, NULL};
-
-/* A view of inner (whose reference it takes over, also on failure). NULL on allocation
- * failure. */
-static cfs_array *view_new(view_kind kind, cfs_array *inner)
-{
-    uint64_t shape[CFS_MAX_DIMS];
-    int ndim = inner->ndim;
-    cfs_dtype dt = inner->dtype;
-    memcpy(shape, inner->shape, sizeof shape);
-    if (kind == VIEW_TRANSPOSE) {
-        shape[0] = inner->shape[1];
-        shape[1] = inner->shape[0];
-    } else if (kind == VIEW_SQUEEZE) {
-        ndim = 1;
-    } else {
-        dt = CFS_STRING;
-    }
-    view *v = calloc(1, sizeof *v);
-    cfs_array *arr = v ? cfs_array_new(dt, ndim, shape, &view_ops, v) : NULL;
-    if (!arr) {
-        free(v);
-        cfs_array_unref(inner);
-        return NULL;
-    }
-    v->kind = kind;
-    v->inner = inner;
-    return arr;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -593,7 +172,7 @@ static int fields_read(const cfs_array *arr, const uint64_t *start, const uint64
     uint64_t nr = count[0];
     if (nr == 0 || nc == 0)
         return 0;
-    unsigned char *tmp = alloc_n(nr * nc, f->es, err);
+    unsigned char *tmp = cfs_elems_alloc(nr * nc, f->es, err);
     if (!tmp)
         return -1;
     int rc = 0;
@@ -602,7 +181,7 @@ static int fields_read(const cfs_array *arr, const uint64_t *start, const uint64
         rc = fields_read_col(f, &f->cols[c0 + c], start[0], nr, tmp + c * nr * f->es, err);
     cfs_h5_unlock();
     if (rc == 0)
-        transpose(tmp, out, nc, nr, f->es); /* column blocks -> rows */
+        cfs_elems_transpose(tmp, out, nc, nr, f->es); /* column blocks -> rows */
     free(tmp);
     return rc;
 }
@@ -643,14 +222,14 @@ static int fields_open(hid_t grp, const field_ref *refs, size_t ncols, int ndim,
     fields_array *f = calloc(1, sizeof *f);
     if (!f || !(f->cols = calloc(ncols, sizeof *f->cols)) || !(f->name = strdup(label))) {
         fields_free(f);
-        return oom(err);
+        return cfs_err_oom(err);
     }
     for (size_t i = 0; i < ncols; i++)
         f->cols[i].mtype = -1;
     f->ncols = ncols;
     cfs_dtype dt = CFS_FLOAT64;
     cfs_dtype *dts = calloc(ncols, sizeof *dts);
-    int rc = dts ? 0 : oom(err);
+    int rc = dts ? 0 : cfs_err_oom(err);
     for (size_t i = 0; rc == 0 && i < ncols; i++) {
         hid_t d = H5Dopen2(grp, refs[i].dset, H5P_DEFAULT);
         hid_t t = d >= 0 ? H5Dget_type(d) : -1;
@@ -682,7 +261,7 @@ static int fields_open(hid_t grp, const field_ref *refs, size_t ncols, int ndim,
     uint64_t shape[2] = {n, ncols};
     cfs_array *arr = rc == 0 ? cfs_array_new(dt, ndim, shape, &fields_ops, f) : NULL;
     if (rc == 0 && !arr)
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     if (rc < 0) {
         fields_free(f);
         return -1;
@@ -803,15 +382,15 @@ static int attr_list_load(hid_t file, const char *group, attr_list *l, cfs_err *
         return cfs_err_prefix(err, "its %s", group);
     if (!(l->a = calloc(n ? n : 1, sizeof *l->a))) {
         cfs_h5_names_free(names, n);
-        return oom(err);
+        return cfs_err_oom(err);
     }
     l->n = n;
     for (size_t i = 0; i < n; i++) {
         l->a[i].raw = names[i];
         names[i] = NULL;
-        if (!(l->a[i].name = cfs_h5_utf8_dup(l->a[i].raw, strlen(l->a[i].raw)))) {
+        if (!(l->a[i].name = cfs_text_to_utf8(l->a[i].raw, strlen(l->a[i].raw)))) {
             cfs_h5_names_free(names, n);
-            return oom(err);
+            return cfs_err_oom(err);
         }
         describe(l->grp, &l->a[i]);
     }
@@ -902,13 +481,13 @@ static int open_column(hid_t grp, const attr_info *ai, cfs_array **out, cfs_err 
         return cfs_err_set(err, "it holds records");
     }
     if (arr->ndim == 2 && arr->shape[0] == 1 && arr->shape[1] != 1)
-        arr = view_new(VIEW_TRANSPOSE, arr);
+        arr = cfs_view_new(CFS_VIEW_TRANSPOSE, arr);
     if (arr && arr->ndim == 2)
-        arr = view_new(VIEW_SQUEEZE, arr);
+        arr = cfs_view_new(CFS_VIEW_SQUEEZE, arr);
     if (arr && arr->dtype == CFS_STRING)
-        arr = view_new(VIEW_UNESCAPE, arr);
+        arr = cfs_view_new(CFS_VIEW_UNESCAPE, arr);
     if (!arr)
-        return oom(err);
+        return cfs_err_oom(err);
     *out = arr;
     return 0;
 }
@@ -918,16 +497,6 @@ static bool index_capable(const attr_info *ai, uint64_t len)
     if (!ai->dataset || ai->compound || ai->ndim < 1 || ai->ndim > 2 || ai->shape[0] != len)
         return false;
     return ai->ndim == 1 || ai->shape[1] == 1;
-}
-
-static cfs_elem *array_elem(cfs_elem_kind kind, const char *name, cfs_array *arr)
-{
-    cfs_elem *el = cfs_elem_new(kind, name);
-    if (el)
-        el->values = arr;
-    else
-        cfs_array_unref(arr);
-    return el;
 }
 
 /* 0..n-1 as strings (what anndata makes of a RangeIndex). */
@@ -957,8 +526,8 @@ static cfs_array *positions(uint64_t n)
 static int unique_names(lrd *r, cfs_array **arr, cfs_err *err)
 {
     uint64_t n = (*arr)->shape[0], start = 0;
-    char **names = alloc_n(n, sizeof *names, err);
-    char **orig = names ? alloc_n(n, sizeof *orig, err) : NULL;
+    char **names = cfs_elems_alloc(n, sizeof *names, err);
+    char **orig = names ? cfs_elems_alloc(n, sizeof *orig, err) : NULL;
     if (!orig) {
         free(names);
         return -1;
@@ -972,14 +541,14 @@ static int unique_names(lrd *r, cfs_array **arr, cfs_err *err)
     for (uint64_t i = 0; rc == 0 && i < n; i++)
         if (!(orig[i] = strdup(names[i]))) {
             cfs_strings_free(orig, (size_t)i);
-            rc = oom(err);
+            rc = cfs_err_oom(err);
         }
     size_t changed = 0;
     cfs_array *mem = NULL;
     if (rc == 0 && (cfs_names_make_unique(names, (size_t)n, &changed) < 0 ||
                     !(mem = cfs_array_from_memory(CFS_STRING, 1, &n, names)))) {
         cfs_strings_free(orig, (size_t)n);
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     }
     if (rc < 0) {
         cfs_strings_free(names, (size_t)n);
@@ -997,7 +566,7 @@ static int unique_names(lrd *r, cfs_array **arr, cfs_err *err)
                                   "var_names_make_unique does (%s -> %s, ...); the file's own "
                                   "names are not kept",
                                   changed, changed == 1 ? " was" : "s were", orig[i], names[i]) < 0)
-            rc = oom(err);
+            rc = cfs_err_oom(err);
         break;
     }
     cfs_strings_free(orig, (size_t)n);
@@ -1020,9 +589,9 @@ static int read_index(lrd *r, axis *ax, cfs_elem *df, cfs_err *err)
             continue; /* it stays a column, and is left out there with its reason */
         }
         if (cfs_dtype_is_integer(arr->dtype) && arr->dtype != CFS_BOOL) {
-            arr = view_new(VIEW_FORMAT, arr);
+            arr = cfs_view_new(CFS_VIEW_FORMAT, arr);
             if (!arr)
-                return oom(err);
+                return cfs_err_oom(err);
         } else if (arr->dtype != CFS_STRING) {
             cfs_array_unref(arr);
             arr = NULL;
@@ -1032,16 +601,16 @@ static int read_index(lrd *r, axis *ax, cfs_elem *df, cfs_err *err)
         chosen = ax->index_names[k];
     }
     if (!arr && !(arr = positions(ax->len)))
-        return oom(err);
+        return cfs_err_oom(err);
     if (!ax->cells && chosen && unique_names(r, &arr, err) < 0) {
         cfs_array_unref(arr);
         return -1;
     }
     const char *key = chosen ? chosen : "_index";
-    if (!(df->index = array_elem(CFS_EL_ARRAY, key, cfs_array_ref(arr))) ||
+    if (!(df->index = cfs_elem_from_array(CFS_EL_ARRAY, key, cfs_array_ref(arr))) ||
         (chosen && !(df->index_name = strdup(chosen)))) {
         cfs_array_unref(arr);
-        return oom(err);
+        return cfs_err_oom(err);
     }
     ax->index = arr;
     ax->index_key = key;
@@ -1058,12 +627,12 @@ static cfs_elem *ensure_multi(cfs_elem **multi, const char *name)
 static int add_multi(cfs_elem **multi, const char *slot, cfs_elem *el, cfs_err *err)
 {
     if (!el)
-        return oom(err);
+        return cfs_err_oom(err);
     if (!ensure_multi(multi, slot)) {
         cfs_elem_free(el);
-        return oom(err);
+        return cfs_err_oom(err);
     }
-    return add_child(*multi, el, err);
+    return cfs_elem_add_or_free(*multi, el, err);
 }
 
 static int mismatch(lrd *r, const axis *ax, const attr_info *ai, const char *slot, cfs_err *err)
@@ -1086,8 +655,8 @@ static int add_column(lrd *r, const axis *ax, const attr_info *ai, cfs_elem *df,
     cfs_err why;
     if (open_column(ax->attrs.grp, ai, &arr, &why) < 0)
         return leave_out(r->ds, ax->df, ai->name, err, "%s; the attribute was not read", why.msg);
-    cfs_elem *el = array_elem(CFS_EL_ARRAY, ai->name, arr);
-    return el ? add_child(df, el, err) : oom(err);
+    cfs_elem *el = cfs_elem_from_array(CFS_EL_ARRAY, ai->name, arr);
+    return el ? cfs_elem_add_or_free(df, el, err) : cfs_err_oom(err);
 }
 
 /* A 2-d (or n-d) numeric attribute as an obsm/varm array, (len, k) as loompy writes it or
@@ -1107,9 +676,9 @@ static int add_matrix_attr(lrd *r, const axis *ax, const attr_info *ai, cfs_elem
                          "%s/%s is a %d-d array of %s; %s holds numbers, so it was not read",
                          ax->attrs.group, ai->name, ai->ndim, what, ax->multi);
     }
-    if (arr->shape[0] != ax->len && !(arr = view_new(VIEW_TRANSPOSE, arr)))
-        return oom(err);
-    return add_multi(multi, ax->multi, array_elem(CFS_EL_ARRAY, ai->name, arr), err);
+    if (arr->shape[0] != ax->len && !(arr = cfs_view_new(CFS_VIEW_TRANSPOSE, arr)))
+        return cfs_err_oom(err);
+    return add_multi(multi, ax->multi, cfs_elem_from_array(CFS_EL_ARRAY, ai->name, arr), err);
 }
 
 /* The raw member names of a compound dataset; free with cfs_h5_names_free. */
@@ -1125,11 +694,11 @@ static int member_names(hid_t grp, const char *raw, char ***out, size_t *n, cfs_
         rc = cfs_err_set(err, "its record type cannot be described");
     char **names = rc == 0 ? calloc((size_t)nm, sizeof *names) : NULL;
     if (rc == 0 && !names)
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     for (int i = 0; rc == 0 && i < nm; i++) {
         char *m = H5Tget_member_name(t, (unsigned)i);
         if (!m || !(names[i] = strdup(m)))
-            rc = m ? oom(err) : cfs_err_set(err, "its record field %d cannot be named", i);
+            rc = m ? cfs_err_oom(err) : cfs_err_set(err, "its record field %d cannot be named", i);
         if (m)
             H5free_memory(m);
     }
@@ -1159,11 +728,11 @@ static int add_embedding(lrd *r, const axis *ax, const attr_info *ai, char **fie
                          cfs_elem **multi, cfs_err *err)
 {
     field_ref *refs = calloc(nf, sizeof *refs);
-    char *label = join(ax->attrs.group, ai->name);
+    char *label = cfs_path_join(ax->attrs.group, ai->name);
     if (!refs || !label) {
         free(refs);
         free(label);
-        return oom(err);
+        return cfs_err_oom(err);
     }
     for (size_t i = 0; i < nf; i++)
         refs[i] = (field_ref){ai->raw, fields[i]};
@@ -1175,7 +744,7 @@ static int add_embedding(lrd *r, const axis *ax, const attr_info *ai, char **fie
     if (rc < 0)
         return leave_out(r->ds, ax->multi, ai->name, err, "%s/%s: %s; the embedding was not read",
                          ax->attrs.group, ai->name, why.msg);
-    return add_multi(multi, ax->multi, array_elem(CFS_EL_ARRAY, ai->name, arr), err);
+    return add_multi(multi, ax->multi, cfs_elem_from_array(CFS_EL_ARRAY, ai->name, arr), err);
 }
 
 /* SCENIC's Embeddings_X / Embeddings_Y: one field per embedding id in each -> one obsm (n, 2)
@@ -1192,12 +761,12 @@ static int add_embedding_pairs(lrd *r, const axis *ax, const attr_info *xa, attr
     ya->used = true;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < nxf; i++) {
-        char *fname = cfs_h5_utf8_dup(xf[i], strlen(xf[i]));
+        char *fname = cfs_text_to_utf8(xf[i], strlen(xf[i]));
         size_t klen = fname ? strlen("Embeddings_") + strlen(fname) + 1 : 0;
         char *key = fname ? malloc(klen) : NULL;
         if (!key) {
             free(fname);
-            rc = oom(err);
+            rc = cfs_err_oom(err);
             break;
         }
         snprintf(key, klen, "Embeddings_%s", fname);
@@ -1215,7 +784,7 @@ static int add_embedding_pairs(lrd *r, const axis *ax, const attr_info *xa, attr
                 rc = leave_out(r->ds, ax->multi, key, err, "%s/%s and %s: %s; the embedding was "
                                "not read", ax->attrs.group, xa->name, ya->name, why.msg);
             else
-                rc = add_multi(multi, ax->multi, array_elem(CFS_EL_ARRAY, key, arr), err);
+                rc = add_multi(multi, ax->multi, cfs_elem_from_array(CFS_EL_ARRAY, key, arr), err);
         }
         free(key);
         free(fname);
@@ -1230,22 +799,23 @@ static int add_record_frame(lrd *r, const axis *ax, const attr_info *ai, char **
                             cfs_elem **multi, cfs_err *err)
 {
     cfs_elem *df = cfs_elem_new(CFS_EL_DATAFRAME, ai->name);
-    char *path = join(ax->multi, ai->name);
-    int rc = df && path ? 0 : oom(err);
+    char *path = cfs_path_join(ax->multi, ai->name);
+    int rc = df && path ? 0 : cfs_err_oom(err);
     /* Indexed like obs/var, under the same name (as a frame built from obs would be). */
     bool named = strcmp(ax->index_key, "_index") != 0;
     if (rc == 0 &&
-        (!(df->index = array_elem(CFS_EL_ARRAY, ax->index_key, cfs_array_ref(ax->index))) ||
+        (!(df->index =
+               cfs_elem_from_array(CFS_EL_ARRAY, ax->index_key, cfs_array_ref(ax->index))) ||
          (named && !(df->index_name = strdup(ax->index_key)))))
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     for (size_t i = 0; rc == 0 && i < nf; i++) {
-        char *fname = cfs_h5_utf8_dup(fields[i], strlen(fields[i]));
+        char *fname = cfs_text_to_utf8(fields[i], strlen(fields[i]));
         char label[512];
         field_ref ref = {ai->raw, fields[i]};
         cfs_array *arr = NULL;
         cfs_err why;
         if (!fname) {
-            rc = oom(err);
+            rc = cfs_err_oom(err);
             break;
         }
         snprintf(label, sizeof label, "%s/%s[%s]", ax->attrs.group, ai->name, fname);
@@ -1257,7 +827,7 @@ static int add_record_frame(lrd *r, const axis *ax, const attr_info *ai, char **
             rc = leave_out(r->ds, path, fname, err, "%s/%s: %s; the field was not read",
                            ax->attrs.group, ai->name, why.msg);
         else
-            rc = add_child(df, array_elem(CFS_EL_ARRAY, fname, arr), err);
+            rc = cfs_elem_add_or_free(df, cfs_elem_from_array(CFS_EL_ARRAY, fname, arr), err);
         free(fname);
     }
     free(path);
@@ -1326,7 +896,7 @@ static int read_axis(lrd *r, axis *ax, cfs_elem *root, cfs_elem **multi, cfs_err
 {
     cfs_elem *df = cfs_elem_new(CFS_EL_DATAFRAME, ax->df);
     if (!df)
-        return oom(err);
+        return cfs_err_oom(err);
     int rc = read_index(r, ax, df, err);
     for (size_t i = 0; rc == 0 && i < ax->attrs.n; i++) {
         attr_info *ai = &ax->attrs.a[i];
@@ -1343,7 +913,7 @@ static int read_axis(lrd *r, axis *ax, cfs_elem *root, cfs_elem **multi, cfs_err
         cfs_elem_free(df);
         return -1;
     }
-    return add_child(root, df, err);
+    return cfs_elem_add_or_free(root, df, err);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1366,8 +936,8 @@ static int open_matrix(lrd *r, hid_t loc, const char *name, cfs_array **out, cfs
         cfs_array_unref(arr);
         return -1;
     }
-    if (!r->swapped && !(arr = view_new(VIEW_TRANSPOSE, arr)))
-        return oom(err);
+    if (!r->swapped && !(arr = cfs_view_new(CFS_VIEW_TRANSPOSE, arr)))
+        return cfs_err_oom(err);
     *out = arr;
     return 0;
 }
@@ -1377,7 +947,7 @@ static int read_expression(lrd *r, cfs_array *main_x, cfs_elem *root, cfs_err *e
     cfs_elem *layers = cfs_elem_new(CFS_EL_DICT, "layers");
     if (!layers) {
         cfs_array_unref(main_x);
-        return oom(err);
+        return cfs_err_oom(err);
     }
     hid_t grp = group_open(r->file, "layers");
     char **names = NULL;
@@ -1391,11 +961,11 @@ static int read_expression(lrd *r, cfs_array *main_x, cfs_elem *root, cfs_err *e
     cfs_array *spliced = NULL;
     bool own_matrix_layer = false;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        char *name = cfs_h5_utf8_dup(names[i], strlen(names[i]));
+        char *name = cfs_text_to_utf8(names[i], strlen(names[i]));
         cfs_array *arr = NULL;
         cfs_err why;
         if (!name)
-            rc = oom(err);
+            rc = cfs_err_oom(err);
         else if (object_kind(grp, names[i]) != OBJ_DATASET)
             rc = leave_out(r->ds, "layers", name, err, "layers/%s is not a dataset; the layer "
                            "was not read", name);
@@ -1406,7 +976,7 @@ static int read_expression(lrd *r, cfs_array *main_x, cfs_elem *root, cfs_err *e
             if (streq(name, "spliced"))
                 spliced = cfs_array_ref(arr);
             own_matrix_layer |= streq(name, "matrix");
-            rc = add_child(layers, array_elem(CFS_EL_ARRAY, name, arr), err);
+            rc = cfs_elem_add_or_free(layers, cfs_elem_from_array(CFS_EL_ARRAY, name, arr), err);
         }
         free(name);
     }
@@ -1417,14 +987,14 @@ static int read_expression(lrd *r, cfs_array *main_x, cfs_elem *root, cfs_err *e
      * main matrix becomes the layer 'matrix' (a layer of that name in the file wins). */
     cfs_elem *x = NULL;
     if (rc == 0 && spliced) {
-        x = array_elem(CFS_EL_ARRAY, "X", spliced);
+        x = cfs_elem_from_array(CFS_EL_ARRAY, "X", spliced);
         spliced = NULL;
         if (!own_matrix_layer) {
-            cfs_elem *m = array_elem(CFS_EL_ARRAY, "matrix", main_x);
+            cfs_elem *m = cfs_elem_from_array(CFS_EL_ARRAY, "matrix", main_x);
             main_x = NULL;
             if (!m || cfs_elem_add(layers, m) < 0) {
                 cfs_elem_free(m);
-                rc = oom(err);
+                rc = cfs_err_oom(err);
             } else {
                 /* first, as anndata lists it */
                 memmove(layers->children + 1, layers->children,
@@ -1433,78 +1003,37 @@ static int read_expression(lrd *r, cfs_array *main_x, cfs_elem *root, cfs_err *e
             }
         }
     } else if (rc == 0) {
-        x = array_elem(CFS_EL_ARRAY, "X", main_x);
+        x = cfs_elem_from_array(CFS_EL_ARRAY, "X", main_x);
         main_x = NULL;
     }
     cfs_array_unref(spliced);
     cfs_array_unref(main_x);
     if (rc == 0 && !x)
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     if (rc == 0)
-        rc = add_child(root, x, err);
+        rc = cfs_elem_add_or_free(root, x, err);
     else
         cfs_elem_free(x);
     if (rc == 0 && layers->nchildren > 0)
-        return add_child(root, layers, err);
+        return cfs_elem_add_or_free(root, layers, err);
     cfs_elem_free(layers);
     return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Graphs: COO (a, b, w) -> CSR, duplicate edges summed (as scipy's tocsr does) */
-
-typedef struct coo {
-    uint32_t *a, *b;
-    unsigned char *w;
-    cfs_dtype wt;
-    uint64_t nnz;
-} coo;
-
-static void coo_free(coo *g)
-{
-    free(g->a);
-    free(g->b);
-    free(g->w);
-}
-
-static void add_weight(unsigned char *dst, const unsigned char *src, cfs_dtype t)
-{
-#define ADD_AS(type)                                                                          \
-    do {                                                                                      \
-        type x_, y_;                                                                          \
-        memcpy(&x_, dst, sizeof x_);                                                          \
-        memcpy(&y_, src, sizeof y_);                                                          \
-        x_ = (type)(x_ + y_);                                                                 \
-        memcpy(dst, &x_, sizeof x_);                                                          \
-    } while (0)
-    switch (t) {
-    case CFS_BOOL: *dst = *dst || *src; break;
-    case CFS_INT8: ADD_AS(int8_t); break;
-    case CFS_INT16: ADD_AS(int16_t); break;
-    case CFS_INT32: ADD_AS(uint32_t); break; /* wraps like numpy, without signed overflow */
-    case CFS_INT64: ADD_AS(uint64_t); break;
-    case CFS_UINT8: ADD_AS(uint8_t); break;
-    case CFS_UINT16: ADD_AS(uint16_t); break;
-    case CFS_UINT32: ADD_AS(uint32_t); break;
-    case CFS_UINT64: ADD_AS(uint64_t); break;
-    case CFS_FLOAT32: ADD_AS(float); break;
-    case CFS_FLOAT64: ADD_AS(double); break;
-    default: break;
-    }
-#undef ADD_AS
-}
+/* Graphs: read as COO (a, b, w), made CSR by coo_csr.h */
 
 /* Reads an integer vertex array into uint32 (every vertex < n <= 2^32). */
 static int read_vertices(const cfs_array *arr, const char *what, uint64_t n, uint32_t **out,
                          cfs_err *err)
 {
     uint64_t len = arr->shape[0], start = 0;
-    void *raw = alloc_n(len, cfs_dtype_size(arr->dtype), err);
-    uint32_t *v = raw ? alloc_n(len, sizeof *v, err) : NULL;
+    void *raw = cfs_elems_alloc(len, cfs_dtype_size(arr->dtype), err);
+    uint32_t *v = raw ? cfs_elems_alloc(len, sizeof *v, err) : NULL;
     int rc = v ? cfs_array_read(arr, &start, &len, raw, err) : -1;
     for (uint64_t i = 0; rc == 0 && i < len; i++) {
         bool neg;
-        uint64_t x = int_elem(raw, arr->dtype, (size_t)i, &neg);
+        uint64_t x = cfs_elems_int(raw, arr->dtype, (size_t)i, &neg);
         if (neg || x >= n)
             rc = cfs_err_set(err, "%s[%llu] is %s%llu, outside 0..%llu", what, (ull)i,
                              neg ? "-" : "", (ull)x, (ull)(n ? n - 1 : 0));
@@ -1532,7 +1061,7 @@ static int need_vector(const cfs_array *arr, const char *what, bool integer, cfs
     return 0;
 }
 
-static int read_coo(hid_t g, uint64_t n, coo *out, cfs_err *err)
+static int read_coo(hid_t g, uint64_t n, cfs_coo *out, cfs_err *err)
 {
     cfs_array *a = NULL, *b = NULL, *w = NULL;
     int rc = 0;
@@ -1552,7 +1081,7 @@ static int read_coo(hid_t g, uint64_t n, coo *out, cfs_err *err)
         out->wt = w->dtype;
         if (read_vertices(a, "a", n, &out->a, err) < 0 ||
             read_vertices(b, "b", n, &out->b, err) < 0 ||
-            !(out->w = alloc_n(len, cfs_dtype_size(w->dtype), err)) ||
+            !(out->w = cfs_elems_alloc(len, cfs_dtype_size(w->dtype), err)) ||
             cfs_array_read(w, &start, &len, out->w, err) < 0)
             rc = -1;
     }
@@ -1560,108 +1089,6 @@ static int read_coo(hid_t g, uint64_t n, coo *out, cfs_err *err)
     cfs_array_unref(b);
     cfs_array_unref(w);
     return rc;
-}
-
-/* Stable counting sort of the edge order perm by key[] (values < n). */
-static int counting_sort(const uint32_t *key, uint64_t n, const uint32_t *in, uint32_t *out,
-                         uint64_t nnz, uint64_t *counts)
-{
-    memset(counts, 0, (size_t)(n + 1) * sizeof *counts);
-    for (uint64_t i = 0; i < nnz; i++)
-        counts[key[in ? in[i] : i] + 1]++;
-    for (uint64_t k = 0; k < n; k++)
-        counts[k + 1] += counts[k];
-    for (uint64_t i = 0; i < nnz; i++) {
-        uint32_t e = in ? in[i] : (uint32_t)i;
-        out[counts[key[e]]++] = e;
-    }
-    return 0;
-}
-
-typedef struct csr {
-    void *data;
-    void *indices;      /* int32 (or int64 past 2^31 vertices) */
-    int32_t *indptr;
-    uint64_t nnz;
-    bool wide;
-} csr;
-
-static int coo_to_csr(const coo *g, uint64_t n, csr *m, cfs_err *err)
-{
-    uint64_t *counts = alloc_n(n + 1, sizeof *counts, err);
-    uint32_t *p1 = counts ? alloc_n(g->nnz, sizeof *p1, err) : NULL;
-    uint32_t *p2 = p1 ? alloc_n(g->nnz, sizeof *p2, err) : NULL;
-    size_t ws = cfs_dtype_size(g->wt);
-    m->wide = n > (uint64_t)INT32_MAX;
-    m->data = p2 ? alloc_n(g->nnz, ws, err) : NULL;
-    m->indices = m->data ? alloc_n(g->nnz, m->wide ? 8 : 4, err) : NULL;
-    m->indptr = m->indices ? alloc_n(n + 1, sizeof *m->indptr, err) : NULL;
-    int rc = m->indptr ? 0 : -1;
-    if (rc == 0) {
-        counting_sort(g->b, n, NULL, p1, g->nnz, counts); /* by column ... */
-        counting_sort(g->a, n, p1, p2, g->nnz, counts);   /* ... then stably by row */
-        uint64_t k = 0, row = 0;
-        m->indptr[0] = 0;
-        for (uint64_t i = 0; i < g->nnz; i++) {
-            uint32_t e = p2[i];
-            while (row < g->a[e])
-                m->indptr[++row] = (int32_t)k;
-            bool same = k > (uint64_t)m->indptr[row] &&
-                        (m->wide ? ((int64_t *)m->indices)[k - 1] == (int64_t)g->b[e]
-                                 : ((int32_t *)m->indices)[k - 1] == (int32_t)g->b[e]);
-            if (same) {
-                add_weight((unsigned char *)m->data + (k - 1) * ws, g->w + (size_t)e * ws, g->wt);
-                continue;
-            }
-            memcpy((unsigned char *)m->data + k * ws, g->w + (size_t)e * ws, ws);
-            if (m->wide)
-                ((int64_t *)m->indices)[k] = g->b[e];
-            else
-                ((int32_t *)m->indices)[k] = (int32_t)g->b[e];
-            k++;
-        }
-        while (row < n)
-            m->indptr[++row] = (int32_t)k;
-        m->nnz = k;
-    }
-    free(counts);
-    free(p1);
-    free(p2);
-    if (rc < 0) {
-        free(m->data);
-        free(m->indices);
-        free(m->indptr);
-    }
-    return rc;
-}
-
-static int graph_elem(const char *name, csr *m, cfs_dtype wt, uint64_t n, cfs_elem **out,
-                      cfs_err *err)
-{
-    uint64_t np1 = n + 1;
-    cfs_elem *el = cfs_elem_new(CFS_EL_SPARSE, name);
-    if (el) {
-        el->values = cfs_array_from_memory(wt, 1, &m->nnz, m->data);
-        if (el->values)
-            m->data = NULL;
-        el->aux = cfs_array_from_memory(m->wide ? CFS_INT64 : CFS_INT32, 1, &m->nnz, m->indices);
-        if (el->aux)
-            m->indices = NULL;
-        el->indptr = cfs_array_from_memory(CFS_INT32, 1, &np1, m->indptr);
-        if (el->indptr)
-            m->indptr = NULL;
-    }
-    free(m->data);
-    free(m->indices);
-    free(m->indptr);
-    if (!el || !el->values || !el->aux || !el->indptr) {
-        cfs_elem_free(el);
-        return oom(err);
-    }
-    el->csr = true;
-    el->sparse_shape[0] = el->sparse_shape[1] = n;
-    *out = el;
-    return 0;
 }
 
 static int read_graph(hid_t grp, const char *raw, const char *name, uint64_t n, cfs_elem **out,
@@ -1672,13 +1099,13 @@ static int read_graph(hid_t grp, const char *raw, const char *name, uint64_t n, 
     hid_t g = H5Gopen2(grp, raw, H5P_DEFAULT);
     if (g < 0)
         return cfs_err_set(err, "it cannot be opened");
-    coo c = {0};
-    csr m = {0};
+    cfs_coo c = {0};
+    cfs_csr m = {0};
     int rc = read_coo(g, n, &c, err);
     H5Gclose(g);
-    if (rc == 0 && (rc = coo_to_csr(&c, n, &m, err)) == 0)
-        rc = graph_elem(name, &m, c.wt, n, out, err);
-    coo_free(&c);
+    if (rc == 0 && (rc = cfs_coo_to_csr(&c, n, &m, err)) == 0)
+        rc = cfs_csr_elem(name, &m, c.wt, n, out, err);
+    cfs_coo_free(&c);
     return rc;
 }
 
@@ -1686,7 +1113,7 @@ static int read_graphs(lrd *r, const axis *ax, cfs_elem *root, cfs_err *err)
 {
     cfs_elem *dict = cfs_elem_new(CFS_EL_DICT, ax->pairs);
     if (!dict)
-        return oom(err);
+        return cfs_err_oom(err);
     int rc = 0;
     for (int k = 0; rc == 0 && k < 2; k++) {
         hid_t grp = group_open(r->file, ax->graphs[k]);
@@ -1699,18 +1126,18 @@ static int read_graphs(lrd *r, const axis *ax, cfs_elem *root, cfs_err *err)
                            why.msg);
         }
         for (size_t i = 0; rc == 0 && i < n; i++) {
-            char *name = cfs_h5_utf8_dup(names[i], strlen(names[i]));
+            char *name = cfs_text_to_utf8(names[i], strlen(names[i]));
             cfs_elem *el = NULL;
             cfs_err why;
             if (!name)
-                rc = oom(err);
+                rc = cfs_err_oom(err);
             else if (cfs_elem_child(dict, name))
                 rc = 0; /* the col_graphs one is the current copy of an old col_edges one */
             else if (read_graph(grp, names[i], name, ax->len, &el, &why) < 0)
                 rc = leave_out(r->ds, ax->pairs, name, err, "%s/%s: %s; the graph was not read",
                                ax->graphs[k], name, why.msg);
             else
-                rc = add_child(dict, el, err);
+                rc = cfs_elem_add_or_free(dict, el, err);
             free(name);
         }
         cfs_h5_names_free(names, n);
@@ -1718,7 +1145,7 @@ static int read_graphs(lrd *r, const axis *ax, cfs_elem *root, cfs_err *err)
             H5Gclose(grp);
     }
     if (rc == 0 && dict->nchildren > 0)
-        return add_child(root, dict, err);
+        return cfs_elem_add_or_free(root, dict, err);
     cfs_elem_free(dict);
     return rc;
 }
@@ -1732,7 +1159,7 @@ static cfs_elem *memory_elem(const char *name, cfs_dtype t, int ndim, const uint
     cfs_array *arr = cfs_array_from_memory(t, ndim, shape, data);
     if (!arr)
         return NULL;
-    return array_elem(ndim == 0 ? CFS_EL_SCALAR : CFS_EL_ARRAY, name, arr);
+    return cfs_elem_from_array(ndim == 0 ? CFS_EL_SCALAR : CFS_EL_ARRAY, name, arr);
 }
 
 /* A root HDF5 attribute (loom before 3.0) as an uns value. */
@@ -1767,7 +1194,7 @@ static int read_root_attr(hid_t file, const char *raw, const char *name, cfs_ele
         size_t got;
         if (cfs_h5_attr_strings(file, raw, &list, &got, err) <= 0 || got != n) {
             rc = -1;
-        } else if (unescape_all(list, got, err) < 0) {
+        } else if (cfs_html_unescape_all(list, got, err) < 0) {
             free(list);
             rc = -1;
         } else {
@@ -1778,7 +1205,7 @@ static int read_root_attr(hid_t file, const char *raw, const char *name, cfs_ele
         if (cfs_h5_dtype_of(t, &dt, err) < 0 || le_type(dt) < 0)
             rc = cfs_err_set(err, "its values are %s, which this reader does not support",
                              cfs_dtype_name(dt));
-        else if (!(data = alloc_n(n, cfs_dtype_size(dt), err)))
+        else if (!(data = cfs_elems_alloc(n, cfs_dtype_size(dt), err)))
             rc = -1;
         else if (H5Aread(a, le_type(dt), data) < 0)
             rc = cfs_err_set(err, "it cannot be read");
@@ -1796,7 +1223,7 @@ static int read_root_attr(hid_t file, const char *raw, const char *name, cfs_ele
     if (rc == 0 && !(*out = memory_elem(name, dt, ndim, shape, data))) {
         if (dt == CFS_STRING)
             cfs_strings_free(data, n);
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     }
     if (rc < 0)
         free(data);
@@ -1839,16 +1266,16 @@ static int read_root_attrs(lrd *r, cfs_elem *uns, cfs_err *err)
     }
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < l.n; i++) {
-        char *name = cfs_h5_utf8_dup(l.names[i], strlen(l.names[i]));
+        char *name = cfs_text_to_utf8(l.names[i], strlen(l.names[i]));
         cfs_elem *el = NULL;
         cfs_err why;
         if (!name)
-            rc = oom(err);
+            rc = cfs_err_oom(err);
         else if (read_root_attr(r->file, l.names[i], name, &el, &why) < 0)
             rc = leave_out(r->ds, "uns", name, err,
                            "the global attribute %s: %s; it was not read", name, why.msg);
         else
-            rc = add_child(uns, el, err);
+            rc = cfs_elem_add_or_free(uns, el, err);
         free(name);
     }
     cfs_h5_names_free(l.names, l.n);
@@ -1864,19 +1291,19 @@ static int read_attrs_entry(hid_t grp, const char *raw, const char *name, cfs_el
     cfs_array *arr = NULL;
     if (cfs_h5_array_open(grp, raw, &arr, err) < 0)
         return -1;
-    if (arr->dtype == CFS_STRING && !(arr = view_new(VIEW_UNESCAPE, arr)))
-        return oom(err);
+    if (arr->dtype == CFS_STRING && !(arr = cfs_view_new(CFS_VIEW_UNESCAPE, arr)))
+        return cfs_err_oom(err);
     cfs_elem_kind kind = arr->dtype == CFS_COMPOUND ? CFS_EL_RECARRAY
                          : arr->ndim == 0           ? CFS_EL_SCALAR
                                                     : CFS_EL_ARRAY;
-    return (*out = array_elem(kind, name, arr)) ? 0 : oom(err);
+    return (*out = cfs_elem_from_array(kind, name, arr)) ? 0 : cfs_err_oom(err);
 }
 
 static int read_globals(lrd *r, cfs_elem *root, cfs_err *err)
 {
     cfs_elem *uns = cfs_elem_new(CFS_EL_DICT, "uns");
     if (!uns)
-        return oom(err);
+        return cfs_err_oom(err);
     int rc = 0;
     /* loompy: the /attrs group (3.0) replaces the root attributes (2.x) wholesale. */
     hid_t grp = group_open(r->file, "attrs");
@@ -1892,23 +1319,23 @@ static int read_globals(lrd *r, cfs_elem *root, cfs_err *err)
                            why.msg);
         }
         for (size_t i = 0; rc == 0 && i < n; i++) {
-            char *name = cfs_h5_utf8_dup(names[i], strlen(names[i]));
+            char *name = cfs_text_to_utf8(names[i], strlen(names[i]));
             cfs_elem *el = NULL;
             cfs_err why;
             if (!name)
-                rc = oom(err);
+                rc = cfs_err_oom(err);
             else if (read_attrs_entry(grp, names[i], name, &el, &why) < 0)
                 rc = leave_out(r->ds, "uns", name, err,
                                "the global attribute attrs/%s: %s; it was not read", name, why.msg);
             else
-                rc = add_child(uns, el, err);
+                rc = cfs_elem_add_or_free(uns, el, err);
             free(name);
         }
         cfs_h5_names_free(names, n);
         H5Gclose(grp);
     }
     if (rc == 0 && uns->nchildren > 0)
-        return add_child(root, uns, err);
+        return cfs_elem_add_or_free(root, uns, err);
     cfs_elem_free(uns);
     return rc;
 }
@@ -2036,8 +1463,8 @@ static int read_root(lrd *r, cfs_err *err)
         cfs_array_unref(matrix);
         return -1;
     }
-    if (!r->swapped && !(matrix = view_new(VIEW_TRANSPOSE, matrix)))
-        return oom(err);
+    if (!r->swapped && !(matrix = cfs_view_new(CFS_VIEW_TRANSPOSE, matrix)))
+        return cfs_err_oom(err);
     cfs_elem *root = r->ds->root, *obsm = NULL, *varm = NULL;
     r->ds->n_obs = r->ax[1].len;
     r->ds->n_vars = r->ax[0].len;
@@ -2049,11 +1476,11 @@ static int read_root(lrd *r, cfs_err *err)
     else
         cfs_array_unref(matrix);
     if (rc == 0 && obsm) {
-        rc = add_child(root, obsm, err);
+        rc = cfs_elem_add_or_free(root, obsm, err);
         obsm = NULL;
     }
     if (rc == 0 && varm) {
-        rc = add_child(root, varm, err);
+        rc = cfs_elem_add_or_free(root, varm, err);
         varm = NULL;
     }
     cfs_elem_free(obsm);
@@ -2091,14 +1518,14 @@ static int loom_bid(hid_t file, void *ctx)
     return (groups == 2 ? 100 : 60) / (rank == 2 ? 1 : 2);
 }
 
-static int loom_probe(const cfs_probe_input *in)
+static int loom_probe(cfs_probe_input *in)
 {
     return cfs_h5_probe(in, loom_bid, NULL);
 }
 
 static int build(const char *path, hid_t file, cfs_dataset **out, cfs_err *err)
 {
-    cfs_dataset *ds = cfs_dataset_new(path, "loom");
+    cfs_dataset *ds = cfs_dataset_new(path);
     char *version = spec_version(file);
     char fv[96];
     if (version)
@@ -2109,7 +1536,7 @@ static int build(const char *path, hid_t file, cfs_dataset **out, cfs_err *err)
     if (!ds || !(ds->format_version = strdup(fv)) ||
         !(ds->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))) {
         cfs_dataset_free(ds);
-        return oom(err);
+        return cfs_err_oom(err);
     }
     lrd r = {.ds = ds, .file = file};
     axes_init(&r);
@@ -2145,4 +1572,13 @@ static int loom_open(const char *path, cfs_dataset **out, cfs_err *err)
     return rc;
 }
 
-const cfs_format cfs_format_loom = {"loom", loom_probe, loom_open};
+static const char *const loom_extensions[] = {".loom", NULL};
+
+const cfs_format cfs_format_loom = {
+    .name = "loom",
+    .summary = "Loom files (.loom, loompy 2 and 3 and older)",
+    .extensions = loom_extensions,
+    .container = "HDF5",
+    .probe = loom_probe,
+    .open = loom_open,
+};

@@ -18,9 +18,11 @@
 #endif
 
 #include "format.h"
+#include "h5_array.h"
 #include "hdf5_util.h"
 #include "names.h"
 #include "tenx.h"
+#include "utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,11 +60,6 @@ static const char *const legacy_members[] = {"barcodes", "data",  "indices",    
 
 /* ------------------------------------------------------------------------------------------ */
 /* Small helpers (all called with the HDF5 lock held) */
-
-static int oom(cfs_err *err)
-{
-    return cfs_err_set(err, "out of memory");
-}
 
 /* What loc/name is: H5I_GROUP, H5I_DATASET, or H5I_BADID if absent, unopenable or a link to
  * another file (never followed). */
@@ -347,23 +344,6 @@ static int read_matrix(hid_t grp, const char *prefix, const char *const *members
 /* ------------------------------------------------------------------------------------------ */
 /* Elements */
 
-static cfs_elem *array_elem(const char *name, cfs_array *values)
-{
-    cfs_elem *el = cfs_elem_new(CFS_EL_ARRAY, name);
-    if (el)
-        el->values = values;
-    return el;
-}
-
-/* Adds child to parent, or frees it and fails. */
-static int add_child(cfs_elem *parent, cfs_elem *child, cfs_err *err)
-{
-    if (child && cfs_elem_add(parent, child) == 0)
-        return 0;
-    cfs_elem_free(child);
-    return oom(err);
-}
-
 /* A dataframe whose index is the given string array (ownership passes). */
 static cfs_elem *frame_new(const char *name, cfs_array *index)
 {
@@ -372,9 +352,8 @@ static cfs_elem *frame_new(const char *name, cfs_array *index)
         cfs_array_unref(index);
         return NULL;
     }
-    if (!(df->index = array_elem("_index", index)) || !(df->index_name = strdup("_index"))) {
-        if (!df->index)
-            cfs_array_unref(index);
+    if (!(df->index = cfs_elem_from_array(CFS_EL_ARRAY, "_index", index)) ||
+        !(df->index_name = strdup("_index"))) {
         cfs_elem_free(df);
         return NULL;
     }
@@ -388,7 +367,7 @@ static int unique_names(const cfs_array *names, const char *what, cfs_array **ou
     uint64_t n = names->shape[0], start = 0;
     char **buf = calloc(n ? (size_t)n : 1, sizeof *buf);
     if (!buf)
-        return oom(err);
+        return cfs_err_oom(err);
     if (cfs_array_read(names, &start, &n, buf, err) < 0) {
         free(buf);
         cfs_err_prefix(err, "%s cannot be read", what);
@@ -399,7 +378,7 @@ static int unique_names(const cfs_array *names, const char *what, cfs_array **ou
         !(*out = cfs_array_from_memory(CFS_STRING, 1, &n, buf))) {
         cfs_strings_free(buf, (size_t)n);
         free(buf);
-        return oom(err);
+        return cfs_err_oom(err);
     }
     return 0;
 }
@@ -434,10 +413,10 @@ static int add_column(cfs_dataset *ds, cfs_elem *df, hid_t loc, const char *pref
         ok = true;
     }
     if (ok)
-        return add_child(df, array_elem(name, a), err);
+        return cfs_elem_add_or_free(df, cfs_elem_from_array(CFS_EL_ARRAY, name, a), err);
     cfs_array_unref(a);
     if (cfs_dataset_leave_out(ds, path, "%s; the column was not read", why.msg) < 0)
-        return oom(err);
+        return cfs_err_oom(err);
     return 0;
 }
 
@@ -447,28 +426,28 @@ static int build_obs(cfs_dataset *ds, hid_t grp, const char *prefix, matrix_part
 {
     cfs_elem *obs = frame_new("obs", cfs_array_ref(m->barcodes));
     if (!obs)
-        return oom(err);
+        return cfs_err_oom(err);
     if (child_type(grp, "filtered_barcodes") != H5I_BADID &&
         add_column(ds, obs, grp, prefix, "filtered_barcodes", "filtered_barcodes",
                    m->n_barcodes, "barcode", err) < 0) {
         cfs_elem_free(obs);
         return -1;
     }
-    return add_child(ds->root, obs, err);
+    return cfs_elem_add_or_free(ds->root, obs, err);
 }
 
 static int build_x(cfs_dataset *ds, matrix_parts *m, cfs_err *err)
 {
     cfs_elem *x = cfs_elem_new(CFS_EL_SPARSE, "X");
     if (!x)
-        return oom(err);
+        return cfs_err_oom(err);
     x->values = cfs_array_ref(m->data);
     x->aux = cfs_array_ref(m->indices);
     x->indptr = cfs_array_ref(m->indptr);
     x->csr = true; /* CSC over (features x barcodes) == CSR over (barcodes x features) */
     x->sparse_shape[0] = m->n_barcodes;
     x->sparse_shape[1] = m->n_features;
-    return add_child(ds->root, x, err);
+    return cfs_elem_add_or_free(ds->root, x, err);
 }
 
 /* var's index: symbols from grp/src, one per feature, made unique. */
@@ -496,7 +475,7 @@ static int var_frame(hid_t grp, const char *prefix, const char *src, uint64_t n_
     if (rc < 0)
         return -1;
     if (!(*out = frame_new("var", unique)))
-        return oom(err);
+        return cfs_err_oom(err);
     return 0;
 }
 
@@ -538,13 +517,13 @@ static int v3_columns(cfs_dataset *ds, cfs_elem *var, hid_t feat, uint64_t n, cf
     for (size_t i = 0; rc == 0 && i < nn; i++) {
         if (feature_special(names[i]))
             continue;
-        char *name = cfs_h5_utf8_dup(names[i], strlen(names[i]));
+        char *name = cfs_text_to_utf8(names[i], strlen(names[i]));
         if (!name)
-            rc = oom(err);
+            rc = cfs_err_oom(err);
         else if (cfs_elem_child(var, name))
             rc = cfs_dataset_leave_out(ds, "var", "%s/%s would be a second var column '%s'; "
                                        "the column was not read", prefix, name, name) < 0
-                     ? oom(err) : 0;
+                     ? cfs_err_oom(err) : 0;
         else
             rc = add_column(ds, var, feat, prefix, names[i], name, n, "feature", err);
         free(name);
@@ -575,7 +554,7 @@ static int open_v3(cfs_dataset *ds, hid_t file, cfs_err *err)
         rc = build_obs(ds, g, "matrix", &m, err);
     }
     if (rc == 0) {
-        rc = add_child(ds->root, var, err);
+        rc = cfs_elem_add_or_free(ds->root, var, err);
         var = NULL;
     }
     if (rc == 0)
@@ -586,7 +565,7 @@ static int open_v3(cfs_dataset *ds, hid_t file, cfs_err *err)
     H5Gclose(g);
     matrix_parts_free(&m);
     if (rc == 0 && !(ds->format_version = strdup("Cell Ranger >= 3 (matrix)")))
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     return rc;
 }
 
@@ -599,9 +578,9 @@ static int open_legacy(cfs_dataset *ds, hid_t file, char **genomes, size_t ngeno
     /* One matrix per genome over its own barcodes; scanpy reads one. The first (name order, as
      * h5py and scanpy list them) is served, the others are listed as left out. */
     const char *genome = genomes[0];
-    char *gname = cfs_h5_utf8_dup(genome, strlen(genome));
+    char *gname = cfs_text_to_utf8(genome, strlen(genome));
     if (!gname)
-        return oom(err);
+        return cfs_err_oom(err);
     hid_t g = H5Gopen2(file, genome, H5P_DEFAULT);
     if (g < 0) {
         cfs_err_set(err, "its genome group /%s cannot be opened; " DAMAGED_HINT, gname);
@@ -621,7 +600,7 @@ static int open_legacy(cfs_dataset *ds, hid_t file, char **genomes, size_t ngeno
         rc = build_obs(ds, g, gname, &m, err);
     }
     if (rc == 0) {
-        rc = add_child(ds->root, var, err);
+        rc = cfs_elem_add_or_free(ds->root, var, err);
         var = NULL;
     }
     if (rc == 0)
@@ -630,7 +609,7 @@ static int open_legacy(cfs_dataset *ds, hid_t file, char **genomes, size_t ngeno
     H5Gclose(g);
     matrix_parts_free(&m);
     for (size_t i = 1; rc == 0 && i < ngenomes; i++) {
-        char *other = cfs_h5_utf8_dup(genomes[i], strlen(genomes[i]));
+        char *other = cfs_text_to_utf8(genomes[i], strlen(genomes[i]));
         char element[300];
         snprintf(element, sizeof element, "genome %s", other ? other : "?");
         if (!other ||
@@ -638,13 +617,13 @@ static int open_legacy(cfs_dataset *ds, hid_t file, char **genomes, size_t ngeno
                                   "genome and only the first, '%s', is served; to serve '%s', "
                                   "write it alone (e.g. scanpy.read_10x_h5(f, genome='%s')"
                                   ".write_h5ad(...))", gname, other, other) < 0)
-            rc = oom(err);
+            rc = cfs_err_oom(err);
         free(other);
     }
     char fv[300];
     snprintf(fv, sizeof fv, "Cell Ranger 1.2-2 (genome %s)", gname);
     if (rc == 0 && !(ds->format_version = strdup(fv)))
-        rc = oom(err);
+        rc = cfs_err_oom(err);
     free(gname);
     return rc;
 }
@@ -671,7 +650,7 @@ static int tenx_bid(hid_t file, void *ctx)
     return 0;
 }
 
-static int tenx_probe(const cfs_probe_input *in)
+static int tenx_probe(cfs_probe_input *in)
 {
     return cfs_h5_probe(in, tenx_bid, NULL);
 }
@@ -679,10 +658,10 @@ static int tenx_probe(const cfs_probe_input *in)
 static int build(const char *path, hid_t file, tenx_kind kind, char **genomes, size_t ngenomes,
                  cfs_dataset **out, cfs_err *err)
 {
-    cfs_dataset *ds = cfs_dataset_new(path, TENX_FORMAT);
+    cfs_dataset *ds = cfs_dataset_new(path);
     if (!ds || !(ds->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))) {
         cfs_dataset_free(ds);
-        return oom(err);
+        return cfs_err_oom(err);
     }
     int rc = kind == TENX_V3 ? open_v3(ds, file, err)
                              : open_legacy(ds, file, genomes, ngenomes, err);
@@ -736,8 +715,20 @@ static int tenx_open(const char *path, cfs_dataset **out, cfs_err *err)
 {
     if (cfs_tenx_open(path, out, err) < 0)
         return -1;
-    (*out)->no_embedding_hint = TENX_NO_EMBEDDING;
-    return 0;
+    if (((*out)->no_embedding_hint = strdup(TENX_NO_EMBEDDING)))
+        return 0;
+    cfs_dataset_free(*out);
+    *out = NULL;
+    return cfs_err_oom(err);
 }
 
-const cfs_format cfs_format_tenx = {TENX_FORMAT, tenx_probe, tenx_open};
+static const char *const tenx_extensions[] = {".hdf5", ".h5", ".he5", NULL};
+
+const cfs_format cfs_format_tenx = {
+    .name = TENX_FORMAT,
+    .summary = "10x Genomics feature-barcode matrices (.h5, Cell Ranger 1.2 and later)",
+    .extensions = tenx_extensions,
+    .container = "HDF5",
+    .probe = tenx_probe,
+    .open = tenx_open,
+};

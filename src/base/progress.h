@@ -1,6 +1,6 @@
 /*
- * Progress of one source's long layout work (DESIGN §6): the element being laid out and how
- * far, for the status document, and a log line per tenth once a job has run for two seconds.
+ * Progress of one source's long layout work (docs/design.md §6): the element being laid out and
+ * how far, for the status document, and a log line per tenth once a job has run for two seconds.
  * Jobs report from any thread.
  */
 #ifndef CFS_PROGRESS_H

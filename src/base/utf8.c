@@ -1,5 +1,6 @@
 #include "utf8.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 size_t cfs_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
@@ -53,4 +54,50 @@ bool cfs_utf8_valid(const unsigned char *s, size_t n)
         i += k;
     }
     return true;
+}
+
+size_t cfs_utf8_put(char *out, uint32_t cp)
+{
+    unsigned char *o = (unsigned char *)out;
+    if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    if (cp < 0x80) {
+        o[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (unsigned char)(0xc0 | (cp >> 6));
+        o[1] = (unsigned char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (unsigned char)(0xe0 | (cp >> 12));
+        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+        o[2] = (unsigned char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xf0 | (cp >> 18));
+    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
+    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+    o[3] = (unsigned char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+char *cfs_text_to_utf8(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    bool valid = cfs_utf8_valid(u, len);
+    char *out = malloc(valid ? len + 1 : 2 * len + 1);
+    if (!out)
+        return NULL;
+    if (valid) {
+        memcpy(out, s, len);
+        out[len] = '\0';
+        return out;
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < len; i++)
+        j += cfs_utf8_put(out + j, u[i]);
+    out[j] = '\0';
+    return out;
 }

@@ -1,5 +1,7 @@
-/* UTF-8 validation and decoding, shared by the readers (which re-encode foreign text) and the
- * renderer (which frames or widens it). */
+/* UTF-8 validation, decoding and encoding, shared by the readers (which re-encode foreign text)
+ * and the renderer (which frames or widens it); and the one policy for text of unknown
+ * encoding, HDF5 names and strings alike and text files: valid UTF-8 is UTF-8, anything else
+ * was Latin-1 (the only single-byte encoding every byte of which is a character). */
 #ifndef CFS_UTF8_H
 #define CFS_UTF8_H
 
@@ -15,5 +17,12 @@
 size_t cfs_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 /* True if all n bytes at s are valid UTF-8 as cfs_utf8_decode defines it. */
 bool cfs_utf8_valid(const unsigned char *s, size_t n);
+
+/* Writes cp (at most U+10FFFF, not a surrogate) as 1-4 bytes at out; returns how many, or 0
+ * for a value that is not a Unicode scalar value. */
+size_t cfs_utf8_put(char *out, uint32_t cp);
+/* A NUL-terminated, malloc'd UTF-8 copy of the len bytes at s: the bytes themselves when they
+ * are valid UTF-8, else each byte taken as Latin-1. NULL on allocation failure. */
+char *cfs_text_to_utf8(const char *s, size_t len);
 
 #endif

@@ -1,4 +1,4 @@
-/* The catalog (DESIGN §5): distinct dataset ids and the datasets.json that lists them. */
+/* The catalog (docs/design.md §5): distinct dataset ids and the datasets.json that lists them. */
 #ifndef CFS_CATALOG_H
 #define CFS_CATALOG_H
 

@@ -1,4 +1,5 @@
 #include "identity.h"
+#include "format.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -21,11 +22,6 @@ bool cfs_id_valid(const char *id)
     return true;
 }
 
-/* Longest first, so "x.h5ad.gz" loses both parts. */
-static const char *const format_extensions[] = {
-    ".h5ad.gz", ".h5ad", ".hdf5", ".h5", ".he5", ".loom", ".h5mu", ".zarr",
-};
-
 char *cfs_source_stem(const char *path)
 {
     size_t len = strlen(path);
@@ -36,24 +32,20 @@ char *cfs_source_stem(const char *path)
         if (path[i] == '/' && i + 1 < len)
             base = path + i + 1;
     size_t n = len - (size_t)(base - path);
-    /* Cell Ranger's run1/outs/ is named after its run, not "outs"; multi's
-     * per_sample_outs/<sample>/count/ after its sample. */
-    if (((n == 4 && strncmp(base, "outs", 4) == 0) || (n == 5 && strncmp(base, "count", 5) == 0)) &&
-        base > path + 1) {
+    /* A folder whose name says nothing of its data is named after the folder holding it (Cell
+     * Ranger's run1/outs/ after its run; multi's per_sample_outs/<sample>/count/ after its
+     * sample); the formats say which names those are. */
+    if (cfs_format_unnamed_folder(base, n) && base > path + 1) {
         const char *end = base - 1, *start = end;
         while (start > path && start[-1] != '/')
             start--;
         if (end > start)
             return strndup(start, (size_t)(end - start));
     }
-    for (size_t i = 0; i < sizeof format_extensions / sizeof format_extensions[0]; i++) {
-        size_t e = strlen(format_extensions[i]);
-        if (n > e && strncasecmp(base + n - e, format_extensions[i], e) == 0) {
-            n -= e;
-            break;
-        }
-    }
-    return strndup(base, n);
+    char *name = strndup(base, n);
+    if (name)
+        name[cfs_format_stem_len(name)] = '\0';
+    return name;
 }
 
 char *cfs_id_from_name(const char *name)
@@ -188,11 +180,11 @@ int cfs_identity_apply(cfs_dataset *ds, const char *id, const char *name, cfs_er
     int64_t *schema = malloc(sizeof *schema);
     if (!meta || !schema) {
         free(schema);
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     }
     *schema = 1;
     if (put_scalar(meta, "schema", CFS_INT64, schema) < 0 || put_string(meta, "id", id) < 0 ||
         put_string(meta, "name", name) < 0)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     return 0;
 }

@@ -1,4 +1,5 @@
 #include "options.h"
+#include "number.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -14,55 +15,20 @@ void cfs_options_init(cfs_options *o)
     o->cache_size = CFS_DEFAULT_CACHE_SIZE;
 }
 
-/* Decimal digits only: strtoull alone would take "-1" as 2^64-1 and " 7" as 7. */
-static int parse_u64(const char *s, uint64_t *out)
-{
-    if (!*s || strlen(s) > 20)
-        return -1;
-    for (const char *p = s; *p; p++)
-        if (*p < '0' || *p > '9')
-            return -1;
-    errno = 0;
-    unsigned long long v = strtoull(s, NULL, 10);
-    if (errno)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int set_seed(cfs_options *o, const char *value, cfs_err *err)
 {
-    if (parse_u64(value, &o->layout.seed) < 0)
-        return cfs_err_set(err, "priority_seed=%s: not an integer from 0 to 2^64-1", value);
-    return 0;
-}
-
-/* SIZE: a number of bytes with an optional K, M or G suffix (powers of 1024). */
-static int parse_size(const char *value, uint64_t *out)
-{
-    char digits[32];
-    size_t n = strlen(value);
-    uint64_t unit = 1, v;
-    if (n == 0 || n >= sizeof digits)
-        return -1;
-    memcpy(digits, value, n + 1);
-    char last = digits[n - 1];
-    if (last == 'K' || last == 'k' || last == 'M' || last == 'm' || last == 'G' || last == 'g') {
-        unit = last == 'K' || last == 'k' ? 1u << 10 : last == 'M' || last == 'm' ? 1u << 20
-                                                                                  : 1u << 30;
-        digits[n - 1] = '\0';
-    }
-    if (parse_u64(digits, &v) < 0 || v > UINT64_MAX / unit)
-        return -1;
-    *out = v * unit;
+    if (!cfs_parse_u64(value, &o->layout.seed))
+        return cfs_err_setc(err, CFS_EINVALID,
+                            "priority_seed=%s: not an integer from 0 to 2^64-1", value);
     return 0;
 }
 
 static int set_memory(cfs_options *o, const char *value, cfs_err *err)
 {
     uint64_t v;
-    if (parse_size(value, &v) < 0 || v < (4u << 20))
-        return cfs_err_set(err, "memory=%s: not a size of at least 4M (e.g. 256M, 2G)", value);
+    if (!cfs_parse_size(value, &v) || v < (4u << 20))
+        return cfs_err_setc(err, CFS_EINVALID,
+                            "memory=%s: not a size of at least 4M (e.g. 256M, 2G)", value);
     o->layout.memory = v;
     return 0;
 }
@@ -70,8 +36,9 @@ static int set_memory(cfs_options *o, const char *value, cfs_err *err)
 static int set_cache_size(cfs_options *o, const char *value, cfs_err *err)
 {
     uint64_t v;
-    if (parse_size(value, &v) < 0 || v < (1u << 20))
-        return cfs_err_set(err, "cache_size=%s: not a size of at least 1M (e.g. 512M, 20G)",
+    if (!cfs_parse_size(value, &v) || v < (1u << 20))
+        return cfs_err_setc(err, CFS_EINVALID,
+                            "cache_size=%s: not a size of at least 1M (e.g. 512M, 20G)",
                            value);
     o->cache_size = v;
     return 0;
@@ -80,7 +47,7 @@ static int set_cache_size(cfs_options *o, const char *value, cfs_err *err)
 static int set_cache_dir(cfs_options *o, const char *value, cfs_err *err)
 {
     if (!*value || strlen(value) >= sizeof o->cache_dir)
-        return cfs_err_set(err, "cache_dir=%s: needs a folder path", value);
+        return cfs_err_setc(err, CFS_EINVALID, "cache_dir=%s: needs a folder path", value);
     strcpy(o->cache_dir, value);
     return 0;
 }
@@ -88,7 +55,8 @@ static int set_cache_dir(cfs_options *o, const char *value, cfs_err *err)
 static int set_compressor(cfs_options *o, const char *value, cfs_err *err)
 {
     if (cfs_codec_parse(value, &o->codec) < 0)
-        return cfs_err_set(err, "compressor=%s: unknown; use blosc, zstd, zlib, gzip or none",
+        return cfs_err_setc(err, CFS_EINVALID,
+                            "compressor=%s: unknown; use blosc, zstd, zlib, gzip or none",
                            value);
     return 0;
 }
@@ -103,7 +71,8 @@ static int set_order(cfs_options *o, const char *value, cfs_err *err)
         o->layout.order = CFS_ORDER_PRIORITY;
         return 0;
     }
-    return cfs_err_set(err, "order=%s: unknown; use order=priority or order=original", value);
+    return cfs_err_setc(err, CFS_EINVALID,
+                        "order=%s: unknown; use order=priority or order=original", value);
 }
 
 static const struct {
@@ -125,7 +94,7 @@ static int pass_to_fuse(cfs_options *o, const char *item, const char *value, cfs
     int n = snprintf(o->fuse_opts + have, sizeof o->fuse_opts - have, "%s%s%s%s",
                      have ? "," : "", item, value ? "=" : "", value ? value : "");
     if (n < 0 || (size_t)n >= sizeof o->fuse_opts - have)
-        return cfs_err_set(err, "too many mount options");
+        return cfs_err_setc(err, CFS_EINVALID, "too many mount options");
     return 0;
 }
 
@@ -138,21 +107,21 @@ static int parse_one(cfs_options *o, char *item, cfs_err *err)
         if (strcmp(item, option_table[i].name) != 0)
             continue;
         if (!eq)
-            return cfs_err_set(err, "option '%s' needs a value (name=value)", item);
+            return cfs_err_setc(err, CFS_EINVALID, "option '%s' needs a value (name=value)", item);
         return option_table[i].set(o, eq + 1, err);
     }
     if (o->pass_unknown)
         return pass_to_fuse(o, item, eq ? eq + 1 : NULL, err);
     if (!eq)
-        return cfs_err_set(err, "option '%s' needs a value (name=value)", item);
-    return cfs_err_set(err, "unknown option '%s' (see cellucid-fs --help)", item);
+        return cfs_err_setc(err, CFS_EINVALID, "option '%s' needs a value (name=value)", item);
+    return cfs_err_setc(err, CFS_EINVALID, "unknown option '%s' (see cellucid-fs --help)", item);
 }
 
 int cfs_options_parse(cfs_options *o, const char *list, cfs_err *err)
 {
     char *copy = strdup(list);
     if (!copy)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     int rc = 0;
     char *save = NULL;
     for (char *item = strtok_r(copy, ",", &save); item && rc == 0;

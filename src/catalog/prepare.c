@@ -20,7 +20,7 @@ void cfs_prepared_refuse(cfs_prepared *p, const char *reason)
 
 static void open_one(cfs_prepared *p, const cfs_options *opts)
 {
-    cfs_err err = {{0}};
+    cfs_err err = {0};
     cfs_layout_opts layout = opts->layout;
     layout.progress = p->progress = cfs_progress_new(p->source, opts->layout.log);
     if (cfs_format_open(p->source, &p->ds, &err) < 0 ||
@@ -45,7 +45,7 @@ static int name_one(cfs_prepared *p, cfs_err *err)
     p->name = stem ? cfs_identity_name(p->ds, stem) : NULL;
     free(stem);
     if (!p->name || cfs_identity_apply(p->ds, p->id, p->name, err) < 0)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     p->embedding = cfs_embedding_first(p->ds);
     return 0;
 }
@@ -76,7 +76,7 @@ static int assign_ids(cfs_prepared_set *set, cfs_err *err)
     free(ids);
     free(clashed);
     free(owner);
-    return rc < 0 ? cfs_err_set(err, "out of memory") : 0;
+    return rc < 0 ? cfs_err_oom(err) : 0;
 }
 
 /* A known source takes part in the ids with the id it was given before they were made
@@ -114,13 +114,13 @@ int cfs_prepare_reusing(const cfs_source_list *sources, const cfs_options *opts,
     out->n = sources->n;
     out->items = calloc(sources->n ? sources->n : 1, sizeof *out->items);
     if (!out->items)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     for (size_t i = 0; i < sources->n; i++) {
         if (!(out->items[i].source = strdup(sources->paths[i])))
-            return cfs_err_set(err, "out of memory");
+            return cfs_err_oom(err);
         if (known && known[i].known) {
             if (reuse(&out->items[i], &known[i]) < 0)
-                return cfs_err_set(err, "out of memory");
+                return cfs_err_oom(err);
         } else {
             open_one(&out->items[i], opts);
         }

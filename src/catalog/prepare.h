@@ -1,7 +1,8 @@
 /*
  * From a list of inputs to the datasets a front end serves: open each with its reader, apply the
  * layout, give each a distinct id and a name, and record what was refused or left out. Shared
- * by export and (later) the mount.
+ * by export (src/cli/export.c) and the mounted volume (src/volume/volume.c), which prepares
+ * again only the sources that changed (cfs_prepare_reusing).
  */
 #ifndef CFS_PREPARE_H
 #define CFS_PREPARE_H

@@ -1,4 +1,5 @@
 #include "sources.h"
+#include "path.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -48,45 +49,53 @@ static int followable(const char *src, const char *name, const char *path, struc
     return 1;
 }
 
-static char *join(const char *dir, const char *name)
+/* The inputs below dir that match pattern (a path whose '*' components stand for any one name):
+ * where a format keeps inputs nested in a folder (docs/design.md §10). -1 only on allocation
+ * failure. */
+static int walk_nested(const char *src, const char *dir, const char *pattern,
+                       cfs_source_list *out)
 {
-    size_t len = strlen(dir) + strlen(name) + 2;
-    char *path = malloc(len);
-    if (path)
-        snprintf(path, len, "%s/%s", dir, name);
-    return path;
+    if (!*pattern) {
+        cfs_err ignored;
+        return cfs_format_detect(dir, &ignored) != NULL ? push(out, dir) : 0;
+    }
+    const char *slash = strchr(pattern, '/');
+    size_t n = slash ? (size_t)(slash - pattern) : strlen(pattern);
+    const char *rest = slash ? slash + 1 : "";
+    struct stat st;
+    int rc = 0;
+    if (n != 1 || pattern[0] != '*') {
+        char *name = strndup(pattern, n);
+        char *path = name ? cfs_path_join(dir, name) : NULL;
+        if (!path)
+            rc = -1;
+        else if (followable(src, name, path, &st) && S_ISDIR(st.st_mode))
+            rc = walk_nested(src, path, rest, out);
+        free(path);
+        free(name);
+        return rc;
+    }
+    DIR *d = cfs_path_inside(dir, src) ? opendir(dir) : NULL;
+    struct dirent *e;
+    while (rc == 0 && d && (e = readdir(d))) {
+        char *path = cfs_path_join(dir, e->d_name);
+        if (!path)
+            rc = -1;
+        else if (followable(src, e->d_name, path, &st) && S_ISDIR(st.st_mode))
+            rc = walk_nested(src, path, rest, out);
+        free(path);
+    }
+    if (d)
+        closedir(d);
+    return rc;
 }
 
-/* A Cell Ranger multi run holds one run per sample, per_sample_outs/<sample>/count, below the
- * run folder or its outs/: each one a format recognises is an input. */
-static int push_multi_samples(const char *src, const char *dir, cfs_source_list *out)
+static int push_nested(const char *src, const char *dir, cfs_source_list *out)
 {
-    static const char *const holders[] = {"per_sample_outs", "outs/per_sample_outs", NULL};
     int rc = 0;
-    for (size_t h = 0; rc == 0 && holders[h]; h++) {
-        char *samples = join(dir, holders[h]);
-        DIR *d = samples && cfs_path_inside(samples, src) ? opendir(samples) : NULL;
-        struct dirent *e;
-        while (rc == 0 && d && (e = readdir(d))) {
-            struct stat st;
-            char *sample = join(samples, e->d_name);
-            char *count = sample ? join(sample, "count") : NULL;
-            cfs_err ignored;
-            if (!count)
-                rc = -1;
-            else if (followable(src, e->d_name, sample, &st) && S_ISDIR(st.st_mode) &&
-                     followable(src, "count", count, &st) && S_ISDIR(st.st_mode) &&
-                     cfs_format_detect(count, &ignored) != NULL)
-                rc = push(out, count);
-            free(count);
-            free(sample);
-        }
-        if (d)
-            closedir(d);
-        if (!samples)
-            rc = -1;
-        free(samples);
-    }
+    for (const cfs_format *const *f = cfs_formats(); rc == 0 && *f; f++)
+        for (const char *const *p = (*f)->nested; rc == 0 && p && *p; p++)
+            rc = walk_nested(src, dir, *p, out);
     return rc;
 }
 
@@ -116,22 +125,22 @@ int cfs_sources_list(const char *src, cfs_source_list *out, cfs_err *err)
     cfs_err ignored;
     /* A file, or a folder that is itself one input (an outs/ folder), is the only source. */
     if (!S_ISDIR(st.st_mode) || cfs_format_detect(src, &ignored) != NULL)
-        return push(out, src) < 0 ? cfs_err_set(err, "out of memory") : 0;
+        return push(out, src) < 0 ? cfs_err_oom(err) : 0;
     DIR *d = opendir(src);
     if (!d)
         return cfs_err_set(err, "%s: cannot list the folder: %s", src, strerror(errno));
     struct dirent *e;
-    int rc = push_multi_samples(src, src, out) < 0 ? cfs_err_set(err, "out of memory") : 0;
+    int rc = push_nested(src, src, out) < 0 ? cfs_err_oom(err) : 0;
     while (rc == 0 && (e = readdir(d))) {
-        char *path = join(src, e->d_name);
+        char *path = cfs_path_join(src, e->d_name);
         struct stat st;
         if (!path)
-            rc = cfs_err_set(err, "out of memory");
+            rc = cfs_err_oom(err);
         else if (is_input(src, e->d_name, path))
-            rc = push(out, path) < 0 ? cfs_err_set(err, "out of memory") : 0;
+            rc = push(out, path) < 0 ? cfs_err_oom(err) : 0;
         else if (followable(src, e->d_name, path, &st) && S_ISDIR(st.st_mode) &&
-                 push_multi_samples(src, path, out) < 0)
-            rc = cfs_err_set(err, "out of memory");
+                 push_nested(src, path, out) < 0)
+            rc = cfs_err_oom(err);
         free(path);
     }
     closedir(d);
@@ -141,7 +150,8 @@ int cfs_sources_list(const char *src, cfs_source_list *out, cfs_err *err)
     }
     if (out->n > 1)
         qsort(out->paths, out->n, sizeof *out->paths, compare_paths);
-    /* A multi run's samples are reachable from the run folder and from its outs/. */
+    /* A nested input may be reachable along two patterns (a multi run's samples from the run
+     * folder and from its outs/). */
     size_t kept = 0;
     for (size_t i = 0; i < out->n; i++) {
         if (kept > 0 && strcmp(out->paths[kept - 1], out->paths[i]) == 0)

@@ -1,4 +1,6 @@
 #include "export.h"
+#include "format.h"
+#include "path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,25 +43,11 @@ static int write_file(const char *path, const void *data, size_t len, cfs_err *e
     return 0;
 }
 
-static char *path_join(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    char *p = malloc(la + lb + 2);
-    if (p) {
-        memcpy(p, a, la);
-        p[la] = '/';
-        memcpy(p + la + 1, b, lb + 1);
-        if (lb == 0)
-            p[la] = '\0';
-    }
-    return p;
-}
-
 static int write_doc(const char *dir, const char *name, char *text, cfs_err *err)
 {
-    char *path = path_join(dir, name);
+    char *path = cfs_path_join(dir, name);
     int rc = text && path ? write_file(path, text, strlen(text), err)
-                          : cfs_err_set(err, "out of memory");
+                          : cfs_err_oom(err);
     free(path);
     free(text);
     return rc;
@@ -68,9 +56,9 @@ static int write_doc(const char *dir, const char *name, char *text, cfs_err *err
 /* Creates the node's folder and writes its metadata documents. */
 static int write_node_meta(const cfs_store_node *n, const char *root, cfs_err *err)
 {
-    char *dir = path_join(root, n->path);
+    char *dir = cfs_path_join(root, n->path);
     if (!dir)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     int rc = 0;
     if (n->path[0] && mkdir(dir, 0755) < 0)
         rc = cfs_err_set(err, "%s: cannot create: %s", dir, strerror(errno));
@@ -119,9 +107,9 @@ static int write_chunk(const cfs_store *st, const char *root, const cfs_store_no
     cfs_buf_reset(buf);
     if (cfs_store_chunk(st, n, idx, buf, err) < 0)
         return -1;
-    char *dir = path_join(root, n->path);
-    char *path = dir ? path_join(dir, key) : NULL;
-    int rc = path ? write_file(path, buf->data, buf->len, err) : cfs_err_set(err, "out of memory");
+    char *dir = cfs_path_join(root, n->path);
+    char *path = dir ? cfs_path_join(dir, key) : NULL;
+    int rc = path ? write_file(path, buf->data, buf->len, err) : cfs_err_oom(err);
     free(dir);
     free(path);
     return rc;
@@ -202,7 +190,7 @@ int cfs_export_store(const cfs_store *st, const char *dir, cfs_err *err)
 /* Writes one prepared dataset's store into the staging folder; a failure refuses it. */
 static void export_one(cfs_prepared *p, const cfs_options *opts, const char *stage)
 {
-    cfs_err err = {{0}};
+    cfs_err err = {0};
     cfs_store_opts sopts = {opts->codec};
     cfs_store *st = cfs_store_new(p->ds, &sopts, &err);
     char *name = malloc(strlen(p->id) + sizeof ".zarr");
@@ -210,8 +198,8 @@ static void export_one(cfs_prepared *p, const cfs_options *opts, const char *sta
     int rc = st && name ? 0 : -1;
     if (rc == 0) {
         sprintf(name, "%s.zarr", p->id);
-        dir = path_join(stage, name);
-        rc = dir ? cfs_export_store(st, dir, &err) : cfs_err_set(&err, "out of memory");
+        dir = cfs_path_join(stage, name);
+        rc = dir ? cfs_export_store(st, dir, &err) : cfs_err_oom(&err);
     }
     if (rc < 0) {
         char reason[sizeof err.msg + 64];
@@ -228,7 +216,7 @@ static int write_catalog(const cfs_prepared_set *set, const char *stage, cfs_err
 {
     char **ids = calloc(set->n + 1, sizeof *ids);
     if (!ids)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     size_t k = 0;
     for (size_t i = 0; i < set->n; i++)
         if (set->items[i].ds && set->items[i].embedding)
@@ -261,7 +249,7 @@ static int check_paths(const char *src, const char *out, bool force, cfs_err *er
         return cfs_err_set(err, "%s already exists; pass --force to replace it", out);
     char *copy = strdup(out);
     if (!copy)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     int inside = cfs_path_inside(dirname(copy), src);
     free(copy);
     struct stat sst;
@@ -321,7 +309,7 @@ int cfs_export(const char *src, const char *out, const cfs_options *opts_in, boo
     options.layout.log = log;
     char *work = sibling_path(out, "work");
     if (!work)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     options.layout.workdir = work;
     int rc = export_with_workdir(src, out, opts, force, log, work, err);
     free(work);
@@ -343,12 +331,12 @@ static int export_with_workdir(const char *src, const char *out, const cfs_optio
     if (sources.n == 0) {
         cfs_sources_free(&sources);
         remove_tree(work);
-        return cfs_err_set(err, "%s: no single-cell input found (looked for .h5ad, .loom and "
-                                "10x .h5 files by content, and Cell Ranger run folders)", src);
+        return cfs_err_setc(err, CFS_ENOTFOUND, "%s: no single-cell input found (looked by "
+                            "content for %s)", src, cfs_format_list_text());
     }
     cfs_prepared_set set = {0};
     char *stage = sibling_path(out, "tmp");
-    int rc = stage ? cfs_prepare(&sources, opts, &set, err) : cfs_err_set(err, "out of memory");
+    int rc = stage ? cfs_prepare(&sources, opts, &set, err) : cfs_err_oom(err);
     if (rc == 0 && mkdir(stage, 0755) < 0)
         rc = cfs_err_set(err, "%s: cannot create: %s", stage, strerror(errno));
     else if (rc == 0) {

@@ -123,7 +123,7 @@ static json_t *describe(const cfs_dataset *ds)
 json_t *cfs_inspect_file(const char *path)
 {
     cfs_dataset *ds = NULL;
-    cfs_err err = {{0}};
+    cfs_err err = {0};
     json_t *doc;
     if (cfs_format_open(path, &ds, &err) < 0) {
         const cfs_format *f = cfs_format_detect(path, &err);

@@ -1,4 +1,4 @@
-/* The command line: cellucid-fs export | inspect | --help | --version. */
+/* The command line: cellucid-fs mount | export | inspect | --help | --version. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 #include "export.h"
 #include "inspect.h"
 #include "options.h"
+#include "format.h"
 
 static const char usage[] =
     "Usage: cellucid-fs mount [-f] [-d] [-o OPT[,OPT...]] SRC MNT\n"
@@ -16,7 +17,10 @@ static const char usage[] =
     "       cellucid-fs inspect [--json] FILE...\n"
     "       cellucid-fs --help | --version\n"
     "\n"
-    "Presents single-cell files (.h5ad) as consolidated AnnData Zarr v2 stores.\n"
+    "Presents single-cell inputs as consolidated AnnData Zarr v2 stores.\n"
+    "\n"
+    "Inputs (recognised by content, not by name):\n"
+    "%s"
     "\n"
     "Commands:\n"
     "  mount SRC MNT    serve the same stores and datasets.json read-only on the folder MNT,\n"
@@ -44,6 +48,20 @@ static const char usage[] =
     "Exit status: 0 success, 1 usage or fatal error, 2 an input was refused.\n"
     "See cellucid-fs(1).\n";
 
+/* The usage text with the format table's list in it. */
+static void print_usage(FILE *out)
+{
+    char *formats = NULL;
+    size_t len = 0;
+    FILE *list = open_memstream(&formats, &len);
+    if (list) {
+        cfs_format_print_list(list, "  ");
+        fclose(list);
+    }
+    fprintf(out, usage, formats ? formats : "");
+    free(formats);
+}
+
 typedef struct cli {
     cfs_options opts;
     bool force, json, foreground, debug;
@@ -58,7 +76,7 @@ static int parse_cli(cli *c, int argc, char **argv, cfs_err *err)
     c->opts.pass_unknown = strcmp(argv[1], "mount") == 0;
     c->args = calloc((size_t)argc + 1, sizeof *c->args);
     if (!c->args)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-o") == 0) {
@@ -92,10 +110,11 @@ static int parse_cli(cli *c, int argc, char **argv, cfs_err *err)
 static int run_export(cli *c)
 {
     if (c->nargs != 2) {
-        fprintf(stderr, "cellucid-fs: export needs SRC and OUT\n%s", usage);
+        fputs("cellucid-fs: export needs SRC and OUT\n", stderr);
+        print_usage(stderr);
         return 1;
     }
-    cfs_err err = {{0}};
+    cfs_err err = {0};
     int rc = cfs_export(c->args[0], c->args[1], &c->opts, c->force, stderr, &err);
     if (rc < 0) {
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);
@@ -107,7 +126,8 @@ static int run_export(cli *c)
 static int run_mount(cli *c)
 {
     if (c->nargs != 2) {
-        fprintf(stderr, "cellucid-fs: mount needs SRC and MNT\n%s", usage);
+        fputs("cellucid-fs: mount needs SRC and MNT\n", stderr);
+        print_usage(stderr);
         return 1;
     }
     return cfs_fuse_mount(c->args[0], c->args[1], &c->opts, c->foreground, c->debug);
@@ -116,7 +136,8 @@ static int run_mount(cli *c)
 static int run_inspect(cli *c)
 {
     if (c->nargs < 1) {
-        fprintf(stderr, "cellucid-fs: inspect needs at least one FILE\n%s", usage);
+        fputs("cellucid-fs: inspect needs at least one FILE\n", stderr);
+        print_usage(stderr);
         return 1;
     }
     return cfs_inspect(c->args, c->nargs, c->json, stdout);
@@ -125,11 +146,11 @@ static int run_inspect(cli *c)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(usage, stderr);
+        print_usage(stderr);
         return 1;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(usage, stdout);
+        print_usage(stdout);
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
@@ -138,11 +159,12 @@ int main(int argc, char **argv)
     }
     bool is_export = strcmp(argv[1], "export") == 0, is_mount = strcmp(argv[1], "mount") == 0;
     if (!is_export && !is_mount && strcmp(argv[1], "inspect") != 0) {
-        fprintf(stderr, "cellucid-fs: unknown command '%s'\n%s", argv[1], usage);
+        fprintf(stderr, "cellucid-fs: unknown command '%s'\n", argv[1]);
+        print_usage(stderr);
         return 1;
     }
     cli c = {0};
-    cfs_err err = {{0}};
+    cfs_err err = {0};
     int rc;
     if (parse_cli(&c, argc, argv, &err) < 0) {
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);

@@ -72,7 +72,7 @@ static int read_int_array(const cfs_array *a, uint64_t start, uint64_t count, in
     size_t esize = cfs_dtype_size(a->dtype);
     void *raw = malloc((count ? count : 1) * esize);
     if (!raw)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     uint64_t s[1] = {start}, c[1] = {count};
     int rc = cfs_array_read(a, s, c, raw, err);
     for (uint64_t i = 0; rc == 0 && i < count; i++)
@@ -128,7 +128,7 @@ static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_
     int64_t *ptr = malloc((major_n + 1) * sizeof *ptr);
     if (!ptr || read_int_array(e->indptr, 0, major_n + 1, ptr, err) < 0) {
         free(ptr);
-        return ptr ? -1 : cfs_err_set(err, "out of memory");
+        return ptr ? -1 : cfs_err_oom(err);
     }
     size_t isize = cfs_dtype_size(e->indices->dtype);
     uint64_t block = e->opts.memory / 8 / (isize + rl->vsize + 8);
@@ -137,7 +137,7 @@ static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_
     void *ibuf = malloc(block * isize), *vbuf = malloc(block * rl->vsize);
     int64_t *minor = malloc(block * sizeof *minor);
     const uint64_t *pos = cfs_perm_pos(e->perm);
-    int rc = ibuf && vbuf && minor && pos ? 0 : cfs_err_set(err, "out of memory");
+    int rc = ibuf && vbuf && minor && pos ? 0 : cfs_err_oom(err);
     uint64_t major = 0;
     for (uint64_t k0 = 0; rc == 0 && k0 < e->nnz; k0 += block) {
         uint64_t n = e->nnz - k0 < block ? e->nnz - k0 : block;
@@ -277,7 +277,7 @@ static int emit_range(sparse_engine *e, const buckets *bk, sort_ws *ws, size_t b
     for (uint64_t g = g0; g < g1; g++)
         n += bk->counts[g];
     if (workspace(ws, n, rs) < 0)
-        return cfs_err_set(err, "out of memory sorting a bucket");
+        return cfs_err_setc(err, CFS_ENOMEM, "out of memory sorting a bucket");
     unsigned char *a = ws->a, *tmp = ws->tmp;
     uint64_t *start = malloc((g1 - g0 + 1) * sizeof *start);
     size_t chunk = (size_t)(memory / 4 / rs);
@@ -286,7 +286,8 @@ static int emit_range(sparse_engine *e, const buckets *bk, sort_ws *ws, size_t b
     if (chunk > (1u << 20))
         chunk = 1u << 20;
     unsigned char *io = malloc(chunk * rs);
-    int rc = a && tmp && start && io ? 0 : cfs_err_set(err, "out of memory sorting a bucket");
+    int rc = a && tmp && start && io ? 0 : cfs_err_setc(err, CFS_ENOMEM,
+                                                        "out of memory sorting a bucket");
     uint64_t have = 0, total = bk->spill[b].size / rs;
     if (rc == 0 && total == n && g0 == base) {
         /* The whole bucket: its records are read as they are, genes already bucket-local. */
@@ -403,12 +404,11 @@ static int reserve_work(const cfs_engine_opts *o, const char *label, uint64_t by
                         cfs_err *err)
 {
     cfs_err why;
-    int rc = cfs_space_reserve(o->space, bytes, &why);
-    if (rc == 0)
+    if (cfs_space_reserve(o->space, bytes, &why) == 0)
         return 0;
-    cfs_err_set(err, "%s: its layout needs %.1f MiB of work files: %s; raise -o cache_size",
-                label, (double)bytes / (1 << 20), why.msg);
-    return rc == CFS_SPACE_NEVER_FITS ? -1 : CFS_JOB_RETRY;
+    return cfs_err_setc(err, why.status == CFS_ENEVERFITS ? CFS_ENEVERFITS : CFS_ERETRY,
+                        "%s: its layout needs %.1f MiB of work files: %s; raise -o cache_size",
+                        label, (double)bytes / (1 << 20), why.msg);
 }
 
 /* A finished job's results may give way to other work; it runs again when read again. */
@@ -416,7 +416,7 @@ static int hold_results(const cfs_engine_opts *o, cfs_job *job, cfs_err *err)
 {
     if (cfs_space_hold(o->space, job) < 0) {
         job->drop(job);
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     }
     return 0;
 }
@@ -472,7 +472,7 @@ static int sparse_pass(sparse_engine *e, cfs_err *err)
         free(b.counts);
         cfs_space_release(e->opts.space, spill_bytes);
         release_results(e);
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     }
     size_t buffer = (size_t)(e->opts.memory / 8 / b.n);
     if (buffer > (1u << 20))
@@ -593,7 +593,7 @@ int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o
         return cfs_err_set(err, "%s: more than 2^32 cells", label);
     sparse_engine *e = calloc(1, sizeof *e);
     if (!e)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     cfs_job_init(&e->job, sparse_run, sparse_destroy);
     e->job.drop = sparse_drop;
     e->data = cfs_array_ref(el->values);
@@ -617,7 +617,7 @@ int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o
         cfs_array_unref(d);
         cfs_array_unref(i);
         cfs_array_unref(p);
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     }
     cfs_array_unref(el->values);
     cfs_array_unref(el->aux);
@@ -726,7 +726,7 @@ static int dense_pass(dense_engine *e, cfs_err *err)
     const uint64_t *pos = cfs_perm_pos(e->perm);
     cfs_spill rows = {.fd = -1};
     if (!buf || !tmp || !pos)
-        rc = cfs_err_set(err, "out of memory");
+        rc = cfs_err_oom(err);
     if (rc == 0)
         rc = result_file(e->workdir, &e->fd, err);
     if (rc == 0)
@@ -792,7 +792,7 @@ static int dense_copy(const dense_engine *e, const uint64_t *start, const uint64
         size_t wb = w * e->esize;
         unsigned char *blk = malloc((count[0] ? count[0] : 1) * wb);
         if (!blk)
-            return cfs_err_set(err, "out of memory");
+            return cfs_err_oom(err);
         if (cfs_pread_full(e->fd, blk, count[0] * wb, group_offset(e, gg) + start[0] * wb,
                            err) < 0) {
             free(blk);
@@ -831,7 +831,7 @@ int cfs_gene_major_dense(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
     cfs_array *src = el->values;
     dense_engine *e = calloc(1, sizeof *e);
     if (!e)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     cfs_job_init(&e->job, dense_run, dense_destroy);
     e->job.drop = dense_drop;
     e->src = cfs_array_ref(src);
@@ -848,7 +848,7 @@ int cfs_gene_major_dense(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
     cfs_array *view = cfs_array_new(src->dtype, 2, src->shape, &dense_ops, e);
     if (!view || !e->workdir || !e->label) {
         cfs_job_unref(&e->job);
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     }
     view->chunk_hint[0] = rows;
     view->chunk_hint[1] = e->group;

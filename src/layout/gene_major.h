@@ -1,7 +1,8 @@
 /*
- * The layout engine for expression matrices (DESIGN §7): X, layers and raw/X become gene-major
- * with cells in priority order, produced by one sequential pass over the source under a memory
- * budget, with spill files in a work folder. The pass runs on the first read of the result.
+ * The layout engine for expression matrices (docs/design.md §7): X, layers and raw/X become
+ * gene-major with cells in priority order, produced by one sequential pass over the source under
+ * a memory budget, with spill files in a work folder. The pass runs on the first read of the
+ * result.
  */
 #ifndef CFS_GENE_MAJOR_H
 #define CFS_GENE_MAJOR_H

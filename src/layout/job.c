@@ -20,7 +20,7 @@ static int settle(cfs_job *job)
     if (job->state != 0)
         return job->state;
     int rc = job->run(job, &job->failure);
-    job->state = rc == 0 ? 1 : rc == CFS_JOB_RETRY ? 0 : -1;
+    job->state = rc == 0 ? 1 : job->failure.status == CFS_ERETRY ? 0 : -1;
     return rc == 0 ? 1 : -1;
 }
 

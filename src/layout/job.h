@@ -26,13 +26,10 @@ struct cfs_job {
 };
 
 void cfs_job_init(cfs_job *job, int (*run)(cfs_job *, cfs_err *), void (*destroy)(cfs_job *));
-/* What run returns for a failure that may pass (no disk space under the cache bound now): the
- * error goes to this caller and the next caller runs the job again. */
-#define CFS_JOB_RETRY (-2)
-
 /* Runs the job if it has not run; concurrent callers wait for the one run. A failure is
- * remembered and returned to every later caller (nothing partial is ever served), unless run
- * returned CFS_JOB_RETRY. */
+ * remembered and returned to every later caller (nothing partial is ever served), unless its
+ * status is CFS_ERETRY (no disk space under the cache bound now): that error goes to this
+ * caller and the next caller runs the job again. */
 int cfs_job_ensure(cfs_job *job, cfs_err *err);
 /* cfs_job_ensure for a reader of outputs that may be dropped: they stay until cfs_job_done. */
 int cfs_job_acquire(cfs_job *job, cfs_err *err);

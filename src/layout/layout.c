@@ -20,7 +20,7 @@ static int replace_rows(cfs_array **slot, cfs_perm *perm, bool both_axes, cfs_er
 {
     cfs_array *view = both_axes ? cfs_perm_rows_cols(*slot, perm) : cfs_perm_rows(*slot, perm);
     if (!view)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     cfs_array_unref(*slot);
     *slot = view;
     return 0;
@@ -131,7 +131,7 @@ static int add_original_position(layout *L)
                                 L->perm->order, n * sizeof(uint64_t));
     if (!col || cfs_elem_add(obs, col) < 0) {
         cfs_elem_free(col);
-        return cfs_err_set(L->err, "out of memory");
+        return cfs_err_oom(L->err);
     }
     return 0;
 }
@@ -152,7 +152,7 @@ static int add_priority_record(layout *L, uint64_t seed)
     cfs_elem *meta =
         cfs_elem_ensure_dict(cfs_elem_ensure_dict(L->ds->root, "uns"), "cellucid");
     if (!meta)
-        return cfs_err_set(L->err, "out of memory");
+        return cfs_err_oom(L->err);
     cfs_elem_remove(meta, "priority");
     cfs_elem *rec = cfs_elem_new(CFS_EL_DICT, "priority");
     uint64_t levels[32];
@@ -165,7 +165,7 @@ static int add_priority_record(layout *L, uint64_t seed)
         add_scalar(rec, "seed", big_seed ? CFS_UINT64 : CFS_INT64, &seed) < 0 ||
         add_scalar(rec, "specVersion", CFS_INT64, &spec) < 0 ||
         add_scalar(rec, "nObs", CFS_INT64, &n_obs) < 0)
-        return cfs_err_set(L->err, "out of memory");
+        return cfs_err_oom(L->err);
     return 0;
 }
 
@@ -174,7 +174,7 @@ static int apply_priority(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err 
     layout L = {ds, cfs_perm_new(ds->n_obs, opts->seed),
                 {opts->memory, opts->workdir, opts->space, opts->progress}, err};
     if (!L.perm)
-        return cfs_err_set(err, "out of memory ordering %llu cells",
+        return cfs_err_setc(err, CFS_ENOMEM, "out of memory ordering %llu cells",
                            (unsigned long long)ds->n_obs);
     cfs_elem *obs = cfs_elem_child(ds->root, "obs");
     int rc = obs ? permute_element(&L, obs) : 0;

@@ -1,5 +1,5 @@
 /*
- * The layout step: the seam between the dataset model and the renderer (DESIGN §4, §7).
+ * The layout step: the seam between the dataset model and the renderer (docs/design.md §4, §7).
  * order=priority (the default) stores cells in priority order v1 on every per-cell axis, adds
  * obs/cellucid_original_position and uns/cellucid/priority, and makes X, layers and raw/X
  * gene-major. order=original serves the source as it is.

@@ -98,13 +98,13 @@ static int rows_load(cfs_job *job, cfs_err *err)
         return cfs_err_set(err, "array too large to permute");
     v->whole = calloc(v->nelems ? v->nelems : 1, esize);
     if (!v->whole)
-        return cfs_err_set(err, "out of memory reading a per-cell array whole");
+        return cfs_err_setc(err, CFS_ENOMEM, "out of memory reading a per-cell array whole");
     uint64_t start[CFS_MAX_DIMS] = {0};
     int rc;
     if (src->dtype != CFS_STRING)
         rc = cfs_array_read(src, start, src->shape, v->whole, err);
     else if (!(v->strings = cfs_strpool_new()))
-        rc = cfs_err_set(err, "out of memory reading a per-cell array whole");
+        rc = cfs_err_setc(err, CFS_ENOMEM, "out of memory reading a per-cell array whole");
     else
         rc = cfs_array_read_strings(src, start, src->shape, v->whole, v->strings, err);
     if (rc < 0) {
@@ -265,7 +265,7 @@ static void *read_whole(const cfs_array *a, cfs_err *err)
     void *buf = calloc(n ? n : 1, esize);
     uint64_t start[1] = {0};
     if (!buf) {
-        cfs_err_set(err, "out of memory");
+        cfs_err_oom(err);
         return NULL;
     }
     if (cfs_array_read(a, start, a->shape, buf, err) < 0) {
@@ -303,7 +303,7 @@ static int sparse_run(cfs_job *job, cfs_err *err)
         goto done;
     const uint64_t *pos = cfs_perm_pos(s->perm);
     if (!pos) {
-        cfs_err_set(err, "out of memory");
+        cfs_err_oom(err);
         goto done;
     }
     /* Rows are cells: for csr the major axis, for csc the minor one. */
@@ -330,7 +330,7 @@ static int sparse_run(cfs_job *job, cfs_err *err)
     s->out_indices = malloc((nnz ? nnz : 1) * cfs_dtype_size(s->out_index));
     s->out_indptr = calloc(s->major_n + 1, cfs_dtype_size(s->out_index));
     if (!s->out_data || !s->out_indices || !s->out_indptr) {
-        cfs_err_set(err, "out of memory");
+        cfs_err_oom(err);
         goto done;
     }
     uint64_t k = 0;
@@ -409,7 +409,7 @@ int cfs_perm_sparse(cfs_elem *el, cfs_perm *perm, bool both_axes, cfs_err *err)
 {
     sparse_job *s = calloc(1, sizeof *s);
     if (!s)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     cfs_job_init(&s->job, sparse_run, sparse_destroy);
     s->data = cfs_array_ref(el->values);
     s->indices = cfs_array_ref(el->aux);
@@ -427,7 +427,7 @@ int cfs_perm_sparse(cfs_elem *el, cfs_perm *perm, bool both_axes, cfs_err *err)
         cfs_array_unref(d);
         cfs_array_unref(i);
         cfs_array_unref(p);
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     }
     cfs_array_unref(el->values);
     cfs_array_unref(el->aux);

@@ -1,5 +1,5 @@
-/* Priority order, version 1 (DESIGN §4.1): a seeded shuffle whose every prefix is a uniform
- * random sample of the cells. */
+/* Priority order, version 1 (docs/design.md §4.1): a seeded shuffle whose every prefix is a
+ * uniform random sample of the cells. */
 #ifndef CFS_PRIORITY_H
 #define CFS_PRIORITY_H
 

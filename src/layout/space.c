@@ -88,7 +88,7 @@ int cfs_space_reserve(cfs_space *s, uint64_t bytes, cfs_err *err)
     pthread_mutex_lock(&s->lock);
     int rc;
     while ((rc = s->bound.reserve(s->bound.ctx, bytes, err)) < 0) {
-        if (rc == CFS_SPACE_NEVER_FITS)
+        if (err->status == CFS_ENEVERFITS)
             break;
         if (drop_one(s))
             continue;

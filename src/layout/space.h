@@ -16,11 +16,8 @@
 
 typedef struct cfs_space cfs_space;
 
-/* What a bound's reserve (and cfs_space_reserve) returns for bytes beyond the whole bound. */
-#define CFS_SPACE_NEVER_FITS (-2)
-
-/* The bound: reserve makes room for `bytes` or fails with a reason (-1: not now;
- * CFS_SPACE_NEVER_FITS: never); release gives them back. */
+/* The bound: reserve makes room for `bytes` or returns -1 with a reason (status CFS_ERETRY:
+ * not now; CFS_ENEVERFITS: never, the bytes exceed the whole bound); release gives them back. */
 typedef struct cfs_space_bound {
     int (*reserve)(void *ctx, uint64_t bytes, cfs_err *err);
     void (*release)(void *ctx, uint64_t bytes);
@@ -30,8 +27,8 @@ typedef struct cfs_space_bound {
 cfs_space *cfs_space_new(const cfs_space_bound *bound);
 void cfs_space_free(cfs_space *s);
 /* Room for `bytes` of work files: dropping idle jobs' results if the bound refuses, waiting
- * while other reservations are out; -1 (the bound's reason in err) when it cannot fit now
- * with nothing else out, CFS_SPACE_NEVER_FITS at once when it exceeds the whole bound. The
+ * while other reservations are out; -1 with the bound's reason in err when it cannot fit now
+ * with nothing else out, or at once (status CFS_ENEVERFITS) when it exceeds the whole bound. The
  * caller must hold no reservation of its own (it could wait for itself). */
 int cfs_space_reserve(cfs_space *s, uint64_t bytes, cfs_err *err);
 void cfs_space_release(cfs_space *s, uint64_t bytes);

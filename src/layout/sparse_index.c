@@ -23,7 +23,7 @@ static int cast_read(const cfs_array *arr, const uint64_t *start, const uint64_t
     const cfs_array *src = arr->ctx;
     void *raw = malloc((count[0] ? count[0] : 1) * cfs_dtype_size(src->dtype));
     if (!raw)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     int rc = cfs_array_read(src, start, count, raw, err);
     for (uint64_t i = 0; rc == 0 && i < count[0]; i++) {
         int64_t v = cfs_int_get(src->dtype, raw, i);
@@ -51,7 +51,7 @@ static int cast_in_place(cfs_array **slot, cfs_dtype dtype, cfs_err *err)
         return cfs_err_set(err, "a sparse index array is not a 1-d integer array");
     cfs_array *view = cfs_array_new(dtype, 1, (*slot)->shape, &cast_ops, *slot);
     if (!view)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     view->chunk_hint[0] = (*slot)->chunk_hint[0];
     *slot = view;   /* the view owns the reference the slot held */
     return 0;

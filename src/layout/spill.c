@@ -13,7 +13,7 @@ int cfs_spill_open(cfs_spill *s, const char *workdir, size_t buffer, cfs_err *er
     size_t len = strlen(workdir) + 32;
     char *path = malloc(len);
     if (!path)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     snprintf(path, len, "%s/spill-XXXXXX", workdir);
     s->fd = mkstemp(path);
     int e = errno;
@@ -25,7 +25,7 @@ int cfs_spill_open(cfs_spill *s, const char *workdir, size_t buffer, cfs_err *er
     s->cap = buffer ? buffer : 1;
     if (!(s->buf = malloc(s->cap))) {
         cfs_spill_close(s);
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     }
     return 0;
 }

@@ -80,7 +80,7 @@ static int pool_copies(char **s, size_t n, cfs_strpool *pool, cfs_err *err)
         const char *t = s[i] ? s[i] : "";
         char *in_pool = rc == 0 ? cfs_strpool_dup(pool, t, strlen(t)) : NULL;
         if (rc == 0 && !in_pool)
-            rc = cfs_err_set(err, "out of memory");
+            rc = cfs_err_oom(err);
         free(s[i]);
         s[i] = in_pool;
     }
@@ -176,7 +176,7 @@ int cfs_strings_own(char **strings, size_t n, cfs_err *err)
     for (size_t i = 0; i < n; i++) {
         if (!(strings[i] = strdup(strings[i] ? strings[i] : ""))) {
             cfs_strings_free(strings, i);
-            return cfs_err_set(err, "out of memory");
+            return cfs_err_oom(err);
         }
     }
     return 0;
@@ -323,6 +323,24 @@ int cfs_elem_add(cfs_elem *parent, cfs_elem *child)
     return 0;
 }
 
+int cfs_elem_add_or_free(cfs_elem *parent, cfs_elem *child, cfs_err *err)
+{
+    if (cfs_elem_add(parent, child) == 0)
+        return 0;
+    cfs_elem_free(child);
+    return cfs_err_oom(err);
+}
+
+cfs_elem *cfs_elem_from_array(cfs_elem_kind kind, const char *name, cfs_array *arr)
+{
+    cfs_elem *el = arr ? cfs_elem_new(kind, name) : NULL;
+    if (el)
+        el->values = arr;
+    else
+        cfs_array_unref(arr);
+    return el;
+}
+
 cfs_elem *cfs_elem_child(const cfs_elem *parent, const char *name)
 {
     for (size_t i = 0; i < parent->nchildren; i++)
@@ -382,12 +400,11 @@ const char *cfs_elem_kind_name(cfs_elem_kind kind)
     return "?";
 }
 
-cfs_dataset *cfs_dataset_new(const char *source, const char *format)
+cfs_dataset *cfs_dataset_new(const char *source)
 {
     cfs_dataset *ds = calloc(1, sizeof *ds);
     if (!ds)
         return NULL;
-    ds->format = format;
     if (!(ds->source = strdup(source))) {
         free(ds);
         return NULL;
@@ -405,7 +422,11 @@ void cfs_dataset_free(cfs_dataset *ds)
         free(ds->leftout[i].reason);
     }
     free(ds->leftout);
+    if (ds->reader_free)
+        ds->reader_free(ds->reader);
     free(ds->format_version);
+    free(ds->format);
+    free(ds->no_embedding_hint);
     free(ds->source);
     free(ds);
 }

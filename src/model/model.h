@@ -1,6 +1,6 @@
 /*
- * The dataset model (DESIGN §3): an AnnData-shaped tree that every format reader produces and
- * the layout step and the Zarr renderer consume. It knows nothing of Zarr, FUSE or any input
+ * The dataset model (docs/design.md §3): an AnnData-shaped tree that every format reader produces
+ * and the layout step and the Zarr renderer consume. It knows nothing of Zarr, FUSE or any input
  * format. Leaves state dtype and shape from metadata; values are read on demand, by hyperslab.
  */
 #ifndef CFS_MODEL_H
@@ -124,14 +124,18 @@ typedef struct cfs_leftout {
 typedef struct cfs_dataset {
     cfs_elem *root;             /* kind CFS_EL_ANNDATA */
     char *source;               /* path of the input */
-    const char *format;         /* registry name, e.g. "h5ad" */
+    char *format;               /* registry name, e.g. "h5ad" (the registry sets it) */
     char *format_version;       /* e.g. "anndata 0.1.0" */
     uint64_t n_obs, n_vars;
     cfs_leftout *leftout;
     size_t nleftout;
     /* What to do when the dataset has no drawable embedding, in the reader's words (e.g. a
      * 10x .h5 "has no embedding, so open its outs/ folder"); NULL for the general advice. */
-    const char *no_embedding_hint;
+    char *no_embedding_hint;
+    /* What the reader keeps open for the arrays' reads (a file handle, an archive, a spill
+     * index, a worker's proxy), freed by reader_free after every element is gone. */
+    void *reader;
+    void (*reader_free)(void *reader);
 } cfs_dataset;
 
 /* Construction helpers (the readers' vocabulary). All abort-free: NULL on allocation failure. */
@@ -162,6 +166,12 @@ void cfs_elem_free(cfs_elem *el);
 /* Appends child (ownership passes to parent); -1 on allocation failure or a NULL child (a
  * reader's failed allocation: the caller reports out of memory). */
 int cfs_elem_add(cfs_elem *parent, cfs_elem *child);
+/* cfs_elem_add for readers: on failure child is freed and err says out of memory. So
+ * `return cfs_elem_add_or_free(df, make_column(...), err);` needs no NULL check. */
+int cfs_elem_add_or_free(cfs_elem *parent, cfs_elem *child, cfs_err *err);
+/* A new element of kind (ARRAY, SCALAR, ...) named name, holding arr as its values. It takes
+ * the caller's reference to arr in every case: on allocation failure (NULL) arr is released. */
+cfs_elem *cfs_elem_from_array(cfs_elem_kind kind, const char *name, cfs_array *arr);
 cfs_elem *cfs_elem_child(const cfs_elem *parent, const char *name);
 /* The named child if it is a dict, else a new empty dict in its place (NULL on allocation
  * failure). */
@@ -170,7 +180,8 @@ cfs_elem *cfs_elem_ensure_dict(cfs_elem *parent, const char *name);
 int cfs_elem_remove(cfs_elem *parent, const char *name);
 const char *cfs_elem_kind_name(cfs_elem_kind kind);
 
-cfs_dataset *cfs_dataset_new(const char *source, const char *format);
+/* An empty dataset of the input at source; its format is set by the registry after the open. */
+cfs_dataset *cfs_dataset_new(const char *source);
 void cfs_dataset_free(cfs_dataset *ds);
 int cfs_dataset_leave_out(cfs_dataset *ds, const char *element, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

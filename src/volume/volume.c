@@ -272,7 +272,7 @@ static int adopt(cfs_volume *v, cfs_prepared *p, const struct stat *before, stal
     uint32_t idx = (uint32_t)v->nds;
     v->ds[v->nds++] = e;
     cfs_store_opts sopts = {v->opts.codec};
-    cfs_err err = {{0}};
+    cfs_err err = {0};
     e->version = *before;             /* a refused source is retried when it changes too */
     if (e->p.ds && !(e->store = cfs_store_new(e->p.ds, &sopts, &err)))
         cfs_prepared_refuse(&e->p, err.msg);
@@ -407,11 +407,11 @@ int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
         pthread_mutex_unlock(&v->lock);
     }
     rc = known ? cfs_prepare_reusing(&sources, &v->opts, known, &set, err)
-               : cfs_err_set(err, "out of memory");
+               : cfs_err_oom(err);
     free(known);
     pthread_mutex_lock(&v->lock);
     if (rc == 0 && merge(v, &set, before, &stale) < 0)
-        rc = cfs_err_set(err, "out of memory");
+        rc = cfs_err_oom(err);
     pthread_mutex_unlock(&v->lock);
     free(before);
     for (size_t i = 0; i < stale.n; i++) {
@@ -440,18 +440,18 @@ static int build(cfs_volume *v, cfs_err *err)
 {
     vnode root = {.kind = VN_ROOT, .name = strdup("")};
     if (!root.name || add_vnode(v, root) != CFS_VOLUME_ROOT)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     vnode cat = {.kind = VN_CATALOG, .name = strdup("datasets.json"), .text = catalog_text(v)};
     vnode status = {.kind = VN_STATUS, .name = strdup("status.json")};
     if (!cat.text)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     cat.size = strlen(cat.text);
     clock_gettime(CLOCK_REALTIME, &cat.mtime);
     v->v[CFS_VOLUME_ROOT - 1].mtime = cat.mtime;
     status.mtime = cat.mtime;
     v->catalog_ino = add_file(v, CFS_VOLUME_ROOT, cat);
     if (!v->catalog_ino || !add_file(v, CFS_VOLUME_ROOT, status))
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     return cfs_volume_refresh(v, err);
 }
 
@@ -460,8 +460,7 @@ static int build(cfs_volume *v, cfs_err *err)
 static int reserve_work(void *ctx, uint64_t bytes, cfs_err *err)
 {
     cfs_volume *v = ctx;
-    int rc = v->cache ? cfs_cache_reserve(v->cache, bytes, err) : 0;
-    return rc == CFS_CACHE_NEVER_FITS ? CFS_SPACE_NEVER_FITS : rc;
+    return v->cache ? cfs_cache_reserve(v->cache, bytes, err) : 0;
 }
 
 static void release_work(void *ctx, uint64_t bytes)
@@ -482,7 +481,7 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
     cfs_volume *v = calloc(1, sizeof *v);
     if (!v || !(v->src = strdup(src))) {
         free(v);
-        cfs_err_set(err, "out of memory");
+        cfs_err_oom(err);
         return NULL;
     }
     pthread_mutex_init(&v->lock, NULL);
@@ -495,7 +494,7 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
     cfs_space_bound bound = {reserve_work, release_work, v};
     if (!(v->work_space = cfs_space_new(&bound))) {
         cfs_volume_close(v);
-        cfs_err_set(err, "out of memory");
+        cfs_err_oom(err);
         return NULL;
     }
     v->opts.layout.space = v->work_space;
@@ -680,7 +679,7 @@ static int chunk_bytes_of(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t id
     size_t klen;
     char *key = chunk_cache_key(v, ds, sn, idx, &klen);
     if (!key)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     chunk_job_ctx ctx = {v->ds[ds]->store, sn, idx};
     int rc = cfs_cache_get(v->cache, key, klen, produce_chunk, &ctx, out, err);
     free(key);
@@ -725,7 +724,7 @@ static int lookup_chunk(cfs_volume *v, uint32_t ds, uint32_t node, const char *n
     if (ino)
         attr_of(v, ino, out);
     pthread_mutex_unlock(&v->lock);
-    return ino ? 0 : (cfs_err_set(err, "out of memory"), -EIO);
+    return ino ? 0 : (cfs_err_oom(err), -EIO);
 }
 
 int cfs_volume_lookup(cfs_volume *v, uint64_t parent, const char *name, cfs_vattr *out,
@@ -877,7 +876,7 @@ int cfs_volume_read_all(cfs_volume *v, uint64_t ino, cfs_buf *out, cfs_err *err)
     vnode n = v->v[ino - 1];
     int rc = 0;
     if (n.kind == VN_DOC || n.kind == VN_CATALOG)
-        rc = cfs_buf_append(out, n.text, n.size) < 0 ? cfs_err_set(err, "out of memory") : 0;
+        rc = cfs_buf_append(out, n.text, n.size) < 0 ? cfs_err_oom(err) : 0;
     pthread_mutex_unlock(&v->lock);
     if (n.kind == VN_CHUNK) {
         rc = chunk_bytes(v, n.ds, n.node, n.chunk, out, err);
@@ -886,7 +885,7 @@ int cfs_volume_read_all(cfs_volume *v, uint64_t ino, cfs_buf *out, cfs_err *err)
     } else if (n.kind == VN_STATUS) {
         char *text = status_text(v);
         rc = text && cfs_buf_append(out, text, strlen(text)) == 0 ? 0
-                                                                   : cfs_err_set(err, "out of memory");
+                                                                   : cfs_err_oom(err);
         free(text);
     } else if (n.kind == VN_ROOT || n.kind == VN_DIR) {
         rc = cfs_err_set(err, "a folder");

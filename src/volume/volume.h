@@ -1,6 +1,6 @@
 /*
- * The mounted volume: the tree a mount presents (DESIGN §1, §5, §6) — datasets.json, the status
- * document and one store per dataset — as numbered nodes a front end can look up, list and
+ * The mounted volume: the tree a mount presents (docs/design.md §1, §5, §6) — datasets.json, the
+ * status document and one store per dataset — as numbered nodes a front end can look up, list and
  * read. It knows the store and the cache, not FUSE (fuse/ maps kernel requests onto this).
  * Chunk bytes are produced at their first lookup, through the cache, so their size is exact
  * from then on.

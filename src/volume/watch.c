@@ -53,7 +53,7 @@ cfs_watch *cfs_watch_start(const char *src, cfs_volume *v, cfs_err *err)
 {
     cfs_watch *w = calloc(1, sizeof *w);
     if (!w) {
-        cfs_err_set(err, "out of memory");
+        cfs_err_oom(err);
         return NULL;
     }
     w->volume = v;

@@ -1,4 +1,5 @@
-/* Watching the source folder (DESIGN §9): inotify, with a slow stat poll as a safety net. */
+/* Watching the source folder (docs/design.md §9): inotify, with a slow stat poll as a safety
+ * net. */
 #ifndef CFS_WATCH_H
 #define CFS_WATCH_H
 

@@ -1,4 +1,5 @@
 #include "chunking.h"
+#include "number.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,14 +81,11 @@ int cfs_chunk_parse_key(int ndim, const uint64_t *grid, const char *key, uint64_
     const char *p = key;
     for (int d = 0; d < ndim; d++) {
         /* Canonical decimal only: "01" or "+1" would be a second name for the same chunk. */
-        if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))
-            return -1;
-        char *end;
-        unsigned long long c = strtoull(p, &end, 10);
-        if (c >= grid[d])
+        uint64_t c;
+        p = cfs_scan_u64(p, true, &c);
+        if (!p || c >= grid[d])
             return -1;
         linear = linear * grid[d] + c;
-        p = end;
         if (d + 1 < ndim) {
             if (*p != '.')
                 return -1;

@@ -1,5 +1,5 @@
-/* Chunk shapes (DESIGN §4): along the first (cell) axis, 0.25-8 MiB decoded, never more than
- * 100 000 chunks per array; a row too wide for one chunk is split along its second axis. */
+/* Chunk shapes (docs/design.md §4): along the first (cell) axis, 0.25-8 MiB decoded, never more
+ * than 100 000 chunks per array; a row too wide for one chunk is split along its second axis. */
 #ifndef CFS_CHUNKING_H
 #define CFS_CHUNKING_H
 

@@ -52,7 +52,7 @@ static int encode_blosc(size_t typesize, const void *in, size_t len, cfs_buf *ou
         typesize = 1;
     size_t cap = len + BLOSC_MAX_OVERHEAD;
     if (cfs_buf_reserve(out, cap) < 0)
-        return cfs_err_set(err, "out of memory encoding a chunk");
+        return cfs_err_setc(err, CFS_ENOMEM, "out of memory encoding a chunk");
     /* The context variant is thread-safe and single-threaded internally: parallelism comes
      * from encoding many chunks at once, and one thread keeps the bytes reproducible. */
     int n = blosc_compress_ctx(BLOSC_CLEVEL, BLOSC_SHUFFLE, typesize, len, in,
@@ -67,7 +67,7 @@ static int encode_zstd(const void *in, size_t len, cfs_buf *out, cfs_err *err)
 {
     size_t cap = ZSTD_compressBound(len);
     if (cfs_buf_reserve(out, cap) < 0)
-        return cfs_err_set(err, "out of memory encoding a chunk");
+        return cfs_err_setc(err, CFS_ENOMEM, "out of memory encoding a chunk");
     size_t n = ZSTD_compress(out->data + out->len, cap, in, len, ZSTD_LEVEL);
     if (ZSTD_isError(n))
         return cfs_err_set(err, "zstd compression failed: %s", ZSTD_getErrorName(n));
@@ -111,7 +111,7 @@ int cfs_codec_encode(cfs_codec_id id, size_t typesize, const void *in, size_t le
     case CFS_CODEC_GZIP: return encode_deflate(31, in, len, out, err);
     case CFS_CODEC_NONE:
         if (cfs_buf_append(out, in, len) < 0)
-            return cfs_err_set(err, "out of memory encoding a chunk");
+            return cfs_err_setc(err, CFS_ENOMEM, "out of memory encoding a chunk");
         return 0;
     }
     return cfs_err_set(err, "unknown codec");
@@ -130,7 +130,7 @@ static int decode_inflate(int window_bits, const void *in, size_t len, cfs_buf *
     while (rc != Z_STREAM_END) {
         if (cfs_buf_reserve(out, 65536) < 0) {
             inflateEnd(&zs);
-            return cfs_err_set(err, "out of memory decoding a chunk");
+            return cfs_err_setc(err, CFS_ENOMEM, "out of memory decoding a chunk");
         }
         size_t room = out->cap - out->len;
         if (room > UINT_MAX)
@@ -179,7 +179,7 @@ int cfs_codec_decode(cfs_codec_id id, const void *in, size_t len, cfs_buf *out, 
     case CFS_CODEC_GZIP: return decode_inflate(31, in, len, out, err);
     case CFS_CODEC_NONE:
         if (cfs_buf_append(out, in, len) < 0)
-            return cfs_err_set(err, "out of memory decoding a chunk");
+            return cfs_err_setc(err, CFS_ENOMEM, "out of memory decoding a chunk");
         return 0;
     }
     return cfs_err_set(err, "unknown codec");

@@ -1,4 +1,5 @@
 #include "store.h"
+#include "path.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,26 +17,10 @@ typedef struct builder {
     cfs_err *err;
 } builder;
 
-static char *join_path(const char *parent, const char *name)
-{
-    size_t a = strlen(parent), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (!p)
-        return NULL;
-    if (a) {
-        memcpy(p, parent, a);
-        p[a] = '/';
-        memcpy(p + a + 1, name, b + 1);
-    } else {
-        memcpy(p, name, b + 1);
-    }
-    return p;
-}
-
 static cfs_store_node *push_node(builder *b, const char *path, json_t *zattrs)
 {
     if (!zattrs) {
-        cfs_err_set(b->err, "out of memory building %s", path);
+        cfs_err_setc(b->err, CFS_ENOMEM, "out of memory building %s", path);
         return NULL;
     }
     if (b->st->nnodes == b->cap) {
@@ -43,7 +28,7 @@ static cfs_store_node *push_node(builder *b, const char *path, json_t *zattrs)
         cfs_store_node *grown = realloc(b->st->nodes, cap * sizeof *grown);
         if (!grown) {
             json_decref(zattrs);
-            cfs_err_set(b->err, "out of memory building %s", path);
+            cfs_err_setc(b->err, CFS_ENOMEM, "out of memory building %s", path);
             return NULL;
         }
         b->st->nodes = grown;
@@ -54,7 +39,7 @@ static cfs_store_node *push_node(builder *b, const char *path, json_t *zattrs)
     n->zattrs = zattrs;
     if (!(n->path = strdup(path))) {
         json_decref(zattrs);
-        cfs_err_set(b->err, "out of memory building %s", path);
+        cfs_err_setc(b->err, CFS_ENOMEM, "out of memory building %s", path);
         return NULL;
     }
     b->st->nnodes++;
@@ -157,7 +142,7 @@ static int add_array(builder *b, const char *path, cfs_array *arr, json_t *zattr
     n->zarray = cfs_zarray_doc(n->ndim, n->shape, n->chunks, dtype, fill, compressor, filters);
     n->is_array = true;
     if (!n->zarray)
-        return cfs_err_set(b->err, "out of memory building %s", path);
+        return cfs_err_setc(b->err, CFS_ENOMEM, "out of memory building %s", path);
     return 0;
 }
 
@@ -220,14 +205,14 @@ static int add_string_scalar(builder *b, const char *path, cfs_array *arr, json_
     n->fixed = malloc(n->fixed_len ? n->fixed_len : 1);
     if (!n->fixed) {
         free(value);
-        return cfs_err_set(b->err, "out of memory building %s", path);
+        return cfs_err_setc(b->err, CFS_ENOMEM, "out of memory building %s", path);
     }
     utf8_to_utf32(value, width, n->fixed);
     free(value);
     n->zarray = cfs_zarray_doc(0, NULL, NULL, json_sprintf("<U%zu", width), json_string(""),
                                json_null(), json_null());
     if (!n->zarray)
-        return cfs_err_set(b->err, "out of memory building %s", path);
+        return cfs_err_setc(b->err, CFS_ENOMEM, "out of memory building %s", path);
     return 0;
 }
 
@@ -240,9 +225,9 @@ static int render(builder *b, const char *path, const cfs_elem *el);
 
 static int render_child(builder *b, const char *path, const char *name, const cfs_elem *el)
 {
-    char *p = join_path(path, name);
+    char *p = cfs_path_join(path, name);
     if (!p)
-        return cfs_err_set(b->err, "out of memory");
+        return cfs_err_oom(b->err);
     int rc = render(b, p, el);
     free(p);
     return rc;
@@ -251,10 +236,10 @@ static int render_child(builder *b, const char *path, const char *name, const cf
 static int add_child_array(builder *b, const char *path, const char *name, cfs_array *arr,
                            json_t *zattrs)
 {
-    char *p = join_path(path, name);
+    char *p = cfs_path_join(path, name);
     if (!p) {
         json_decref(zattrs);
-        return cfs_err_set(b->err, "out of memory");
+        return cfs_err_oom(b->err);
     }
     int rc = add_array(b, p, arr, zattrs);
     free(p);
@@ -338,7 +323,7 @@ static int render_null(builder *b, const char *path)
     cfs_array *arr = value ? cfs_array_from_memory(CFS_BOOL, 0, NULL, value) : NULL;
     if (!arr) {
         free(value);
-        return cfs_err_set(b->err, "out of memory");
+        return cfs_err_oom(b->err);
     }
     int rc = add_array(b, path, arr, cfs_encoding_attrs("null", "0.1.0"));
     cfs_array_unref(arr);
@@ -372,7 +357,7 @@ cfs_store *cfs_store_new(const cfs_dataset *ds, const cfs_store_opts *opts, cfs_
 {
     cfs_store *st = calloc(1, sizeof *st);
     if (!st) {
-        cfs_err_set(err, "out of memory");
+        cfs_err_oom(err);
         return NULL;
     }
     st->opts = *opts;
@@ -422,7 +407,7 @@ char *cfs_store_doc(const cfs_store_node *node, cfs_doc_kind kind)
 
 static int set_meta(json_t *meta, const char *path, const char *doc, json_t *value)
 {
-    char *key = join_path(path, doc);
+    char *key = cfs_path_join(path, doc);
     if (!key || !value) {
         free(key);
         json_decref(value);
@@ -496,7 +481,7 @@ static int read_slab(const cfs_array *arr, const uint64_t *start, const uint64_t
     if (arr->dtype != CFS_STRING)
         return cfs_array_read(arr, start, count, out, err);
     if (!(*strings = cfs_strpool_new()))
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     return cfs_array_read_strings(arr, start, count, out, *strings, err);
 }
 
@@ -526,7 +511,7 @@ static unsigned char *read_chunk_values(const cfs_store_node *n, uint64_t idx, u
         free(buf);
         if (edge)
             free(tmp);
-        cfs_err_set(err, "out of memory reading %s", n->path);
+        cfs_err_setc(err, CFS_ENOMEM, "out of memory reading %s", n->path);
         return NULL;
     }
     if (read_slab(n->arr, start, count, tmp, strings, err) < 0) {
@@ -556,7 +541,7 @@ static unsigned char *records_to_zarr(const cfs_store_node *n, const unsigned ch
     if (!out || !field) {
         free(out);
         free(field);
-        cfs_err_set(err, "out of memory");
+        cfs_err_oom(err);
         return NULL;
     }
     for (uint64_t r = 0; r < nrec; r++) {
@@ -608,7 +593,7 @@ int cfs_store_chunk(const cfs_store *st, const cfs_store_node *n, uint64_t idx, 
     if (!n->is_array || idx >= n->nchunks)
         return cfs_err_set(err, "%s: no chunk %llu", n->path, (unsigned long long)idx);
     if (n->fixed)
-        return cfs_buf_append(out, n->fixed, n->fixed_len) < 0 ? cfs_err_set(err, "out of memory")
+        return cfs_buf_append(out, n->fixed, n->fixed_len) < 0 ? cfs_err_oom(err)
                                                               : 0;
     size_t before = out->len;
     uint64_t nelems = 0;

@@ -1,7 +1,8 @@
 /*
- * The virtual store (DESIGN §4): renders a dataset model as a consolidated AnnData Zarr v2 store.
- * Metadata documents are computed when the store is built (from metadata only); chunk bytes are
- * produced on request. The export writer and the FUSE mount are two front ends over this.
+ * The virtual store (docs/design.md §4): renders a dataset model as a consolidated AnnData Zarr v2
+ * store. Metadata documents are computed when the store is built (from metadata only); chunk
+ * bytes are produced on request. The export writer and the FUSE mount are two front ends over
+ * this.
  */
 #ifndef CFS_STORE_H
 #define CFS_STORE_H

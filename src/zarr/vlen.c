@@ -47,10 +47,10 @@ int cfs_vlen_encode(char *const *strings, size_t n, cfs_buf *out, cfs_err *err)
     if (n > UINT32_MAX)
         return cfs_err_set(err, "too many strings in one chunk");
     if (cfs_buf_append_u32le(out, (uint32_t)n) < 0)
-        return cfs_err_set(err, "out of memory framing strings");
+        return cfs_err_setc(err, CFS_ENOMEM, "out of memory framing strings");
     for (size_t i = 0; i < n; i++)
         if (append_utf8(out, strings[i] ? strings[i] : "") < 0)
-            return cfs_err_set(err, "out of memory framing strings");
+            return cfs_err_setc(err, CFS_ENOMEM, "out of memory framing strings");
     return 0;
 }
 
@@ -70,7 +70,7 @@ int cfs_vlen_decode(const unsigned char *in, size_t len, char ***strings_out, si
         return cfs_err_set(err, "vlen-utf8 item count %u exceeds the buffer", n);
     char **strings = calloc(n ? n : 1, sizeof *strings);
     if (!strings)
-        return cfs_err_set(err, "out of memory");
+        return cfs_err_oom(err);
     size_t pos = 4;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t k = pos + 4 <= len ? read_u32le(in + pos) : UINT32_MAX;
@@ -86,7 +86,7 @@ int cfs_vlen_decode(const unsigned char *in, size_t len, char ***strings_out, si
             for (uint32_t j = 0; j < i; j++)
                 free(strings[j]);
             free(strings);
-            return cfs_err_set(err, "out of memory");
+            return cfs_err_oom(err);
         }
         memcpy(strings[i], in + pos, k);
         strings[i][k] = '\0';

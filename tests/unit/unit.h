@@ -1,7 +1,8 @@
-/* A tiny test harness: each CHECK counts; the runner prints "N passed, N failed". */
+/* A tiny test harness: each CHECK counts; main.c prints "N passed, N failed" per file and in all. */
 #ifndef CFS_UNIT_H
 #define CFS_UNIT_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 extern int unit_passed, unit_failed;
@@ -15,5 +16,28 @@ extern int unit_passed, unit_failed;
             fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);     \
         }                                                                                \
     } while (0)
+
+/* One entry per test file (tests/unit/test_<name>.c); main.c runs each and reports its count. */
+void unit_base(void);
+void unit_model(void);
+void unit_layout(void);
+void unit_zarr(void);
+void unit_catalog(void);
+void unit_cache(void);
+void unit_fuse(void);
+void unit_formats(void);
+void unit_registry(void);
+
+/* Shared helpers (unit.c). */
+
+/* buf = $srcdir/tests/fixtures/<rel> ("." when srcdir is unset). */
+void unit_fixture_path(char *buf, size_t len, const char *rel);
+/* mkdtemp(tmpl) as one CHECK; returns tmpl, or NULL when it failed. */
+char *unit_temp_dir(char *tmpl);
+/* rm -rf dir as one CHECK. */
+void unit_remove_folder(const char *dir);
+/* Starts n (at most 16) threads of fn(arg) at once and joins them: 1 if every one returned
+ * non-NULL. */
+int unit_all_succeed(int n, void *(*fn)(void *), void *arg);
 
 #endif

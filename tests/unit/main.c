@@ -1,0 +1,25 @@
+/* The unit tests, one file per layer: a line "unit: <file> N passed, N failed" per file, then
+ * the total "unit: N passed, N failed" (tests/run-suite reads that last line). */
+#include "unit.h"
+
+static void run(const char *name, void (*entry)(void))
+{
+    int passed = unit_passed, failed = unit_failed;
+    entry();
+    printf("unit: %s %d passed, %d failed\n", name, unit_passed - passed, unit_failed - failed);
+}
+
+int main(void)
+{
+    run("base", unit_base);
+    run("model", unit_model);
+    run("layout", unit_layout);
+    run("zarr", unit_zarr);
+    run("catalog", unit_catalog);
+    run("cache", unit_cache);
+    run("fuse", unit_fuse);
+    run("formats", unit_formats);
+    run("registry", unit_registry);
+    printf("unit: %d passed, %d failed\n", unit_passed, unit_failed);
+    return unit_failed != 0;
+}

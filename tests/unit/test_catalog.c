@@ -1,0 +1,56 @@
+/* src/catalog/: dataset ids, source stems and distinct ids in datasets.json. */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "identity.h"
+#include "unit.h"
+
+static void test_ids(void)
+{
+    CHECK(cfs_id_valid("pbmc"));
+    CHECK(cfs_id_valid("a.b_c-1"));
+    CHECK(!cfs_id_valid(""));
+    CHECK(!cfs_id_valid("_x"));
+    CHECK(!cfs_id_valid("x."));
+    CHECK(!cfs_id_valid("a b"));
+    char *id = cfs_id_from_name("Zelltyp \xc3\xa4 atlas");
+    CHECK(strcmp(id, "Zelltyp___atlas") == 0);
+    free(id);
+    id = cfs_id_from_name("__.x.");
+    CHECK(strcmp(id, "x") == 0);
+    free(id);
+    id = cfs_id_from_name("\xe7\xbb\x86");
+    CHECK(strcmp(id, "dataset") == 0);
+    free(id);
+    char *stem = cfs_source_stem("/data/pbmc.h5ad");
+    CHECK(strcmp(stem, "pbmc") == 0);
+    free(stem);
+    stem = cfs_source_stem("/data/run1/outs/");
+    CHECK(strcmp(stem, "run1") == 0);
+    free(stem);
+    stem = cfs_source_stem("run/outs/per_sample_outs/s1/count");
+    CHECK(strcmp(stem, "s1") == 0);
+    free(stem);
+    stem = cfs_source_stem("a.b.H5AD");
+    CHECK(strcmp(stem, "a.b") == 0);
+    free(stem);
+
+    char *ids[3] = {strdup("a"), strdup("a"), strdup("a-2")};
+    bool clashed[3];
+    CHECK(cfs_catalog_distinct_ids(ids, 3, clashed) == 0);
+    CHECK(strcmp(ids[0], "a") == 0 && strcmp(ids[1], "a-3") == 0 && strcmp(ids[2], "a-2") == 0);
+    CHECK(!clashed[0] && clashed[1] && !clashed[2]);
+    char *json = cfs_catalog_json(ids, 3);
+    CHECK(json && strstr(json, "\"default\": \"a\"") && strstr(json, "\"path\": \"a-3.zarr/\""));
+    CHECK(json && strstr(json, "a-2.zarr/") < strstr(json, "a-3.zarr/"));
+    free(json);
+    for (int i = 0; i < 3; i++)
+        free(ids[i]);
+}
+
+void unit_catalog(void)
+{
+    test_ids();
+}

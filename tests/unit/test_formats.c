@@ -1,0 +1,146 @@
+/* formats/: HDF5 string reads, probes sharing one file, dormant files, unique names. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+#include "h5_dormant.h"
+#include "hdf5_util.h"
+#include "model.h"
+#include "names.h"
+#include "unit.h"
+
+
+/* An HDF5 string column read into a pool holds what a plain read copies out. */
+static void test_h5_read_strings(void)
+{
+    char path[4096];
+    unit_fixture_path(path, sizeof path, "h5ad/nonascii.h5ad");
+    cfs_dataset *ds = NULL;
+    cfs_err err = {0};
+    CHECK(cfs_format_open(path, &ds, &err) == 0);
+    const cfs_elem *obs = ds ? cfs_elem_child(ds->root, "obs") : NULL;
+    const cfs_array *index = obs && obs->index ? obs->index->values : NULL;
+    CHECK(index && index->dtype == CFS_STRING && index->ndim == 1);
+    if (!index) {
+        cfs_dataset_free(ds);
+        return;
+    }
+    uint64_t start = 0, n = index->shape[0];
+    char **copies = calloc(n, sizeof *copies);
+    const char **pooled = calloc(n, sizeof *pooled);
+    cfs_strpool *pool = cfs_strpool_new();
+    CHECK(cfs_array_read(index, &start, &n, copies, &err) == 0 &&
+          cfs_array_read_strings(index, &start, &n, pooled, pool, &err) == 0);
+    /* The fixture's names, as its generator writes them (make_h5ad_fixtures.py). */
+    int same = n == 10;
+    for (uint64_t i = 0; same && i < n; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "\xe7\xbb\x86\xe8\x83\x9e_%llu", (unsigned long long)i);
+        same = copies[i] && pooled[i] && strcmp(copies[i], want) == 0 &&
+               strcmp(pooled[i], want) == 0;
+    }
+    CHECK(same);
+    cfs_strings_free(copies, n);
+    free(copies);
+    free(pooled);
+    cfs_strpool_free(pool);
+    cfs_dataset_free(ds);
+}
+
+/* The obs index of an opened h5ad, read whole into names[0..n). */
+static int read_index(cfs_dataset *ds, char ***names, uint64_t *n, cfs_err *err)
+{
+    const cfs_elem *obs = cfs_elem_child(ds->root, "obs");
+    const cfs_array *index = obs && obs->index ? obs->index->values : NULL;
+    if (!index)
+        return -1;
+    uint64_t start = 0;
+    *n = index->shape[0];
+    *names = calloc(*n, sizeof **names);
+    return *names ? cfs_array_read(index, &start, n, *names, err) : -1;
+}
+
+/* names[0..n) are the obs names csr_f32.h5ad's generator writes (make_h5ad_fixtures.py,
+ * fx_csr_f32): AAAC-0 .. AAAC-29. */
+static int is_csr_f32_index(char **names, uint64_t n)
+{
+    int same = names && n == 30;
+    for (uint64_t k = 0; same && k < n; k++) {
+        char want[32];
+        snprintf(want, sizeof want, "AAAC-%llu", (unsigned long long)k);
+        same = names[k] && strcmp(names[k], want) == 0;
+    }
+    return same;
+}
+
+/* More sources than may stay open: the least recently used files close their datasets (and
+ * so themselves); a read of one opens it again, the same inode even after it was renamed, and
+ * reads what it read before. One replaced meanwhile fails its reads (it is never read from
+ * the file now at its path). */
+static void test_dormant_files(void)
+{
+    enum { N = CFS_H5_AWAKE_FILES + 4 };
+    char dir[] = "/tmp/cfs-unit-dormant-XXXXXX", src[4096], other[4096], path[N][256];
+    char cmd[10000];
+    unit_temp_dir(dir);
+    unit_fixture_path(src, sizeof src, "h5ad/csr_f32.h5ad");
+    unit_fixture_path(other, sizeof other, "h5ad/dense_f32.h5ad");
+    cfs_dataset *ds[N] = {0};
+    cfs_err err = {0};
+    int opened = 1;
+    for (int i = 0; i < N && opened; i++) {
+        snprintf(path[i], sizeof path[i], "%s/s%d.h5ad", dir, i);
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, path[i]);
+        opened = system(cmd) == 0 && cfs_format_open(path[i], &ds[i], &err) == 0;
+    }
+    CHECK(opened && cfs_h5_awake_files() == CFS_H5_AWAKE_FILES);
+    /* s0 and s1 doze; s0 is replaced at its path, s1 renamed. */
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s.new' && mv '%s.new' '%s' && mv '%s' '%s.moved'",
+             other, path[0], path[0], path[0], path[1], path[1]);
+    CHECK(system(cmd) == 0);
+    char **names = NULL, **again = NULL, **replaced = NULL;
+    uint64_t n = 0, n2 = 0, n0 = 0;
+    CHECK(ds[1] && read_index(ds[1], &names, &n, &err) == 0);
+    CHECK(cfs_h5_awake_files() == CFS_H5_AWAKE_FILES);
+    CHECK(ds[N - 1] && read_index(ds[N - 1], &again, &n2, &err) == 0 && n2 == n);
+    /* Both read what the fixture holds, not merely the same as each other. */
+    CHECK(is_csr_f32_index(names, n));
+    CHECK(is_csr_f32_index(again, n2));
+    CHECK(ds[0] && read_index(ds[0], &replaced, &n0, &err) < 0 &&
+          strstr(err.msg, "removed or replaced") != NULL);
+    if (names)
+        cfs_strings_free(names, n);
+    if (again)
+        cfs_strings_free(again, n2);
+    free(names);
+    free(again);
+    free(replaced);
+    for (int i = 0; i < N; i++)
+        cfs_dataset_free(ds[i]);
+    CHECK(cfs_h5_awake_files() == 0);
+    unit_remove_folder(dir);
+}
+
+/* Duplicate names get anndata's var_names_make_unique suffixes (checked against anndata). */
+static void test_unique_names(void)
+{
+    const char *in[] = {"a", "a", "b", "a-1", "a", "b"};
+    const char *want[] = {"a", "a-2", "b", "a-1", "a-3", "b-1"};
+    char *names[6];
+    for (int i = 0; i < 6; i++)
+        names[i] = strdup(in[i]);
+    size_t changed;
+    CHECK(cfs_names_make_unique(names, 6, &changed) == 0 && changed == 3);
+    for (int i = 0; i < 6; i++) {
+        CHECK(strcmp(names[i], want[i]) == 0);
+        free(names[i]);
+    }
+}
+
+void unit_formats(void)
+{
+    test_h5_read_strings();
+    test_dormant_files();
+    test_unique_names();
+}

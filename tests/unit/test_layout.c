@@ -1,0 +1,274 @@
+/* src/layout/: priority order, permutations, the gene-major engine and its work space,
+ * one index dtype per sparse matrix. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gene_major.h"
+#include "model.h"
+#include "permute.h"
+#include "priority.h"
+#include "space.h"
+#include "sparse_index.h"
+#include "unit.h"
+
+static int by_key_then_row(const void *pa, const void *pb)
+{
+    const uint64_t *a = pa, *b = pb;
+    if (a[0] != b[0])
+        return a[0] < b[0] ? -1 : 1;
+    return a[1] < b[1] ? -1 : a[1] > b[1];
+}
+
+/* The order against its definition, computed the plain way: (key, row) pairs, qsort. */
+static int order_matches_definition(uint64_t n, uint64_t seed)
+{
+    uint64_t *order = cfs_priority_order(n, seed);
+    uint64_t *pairs = malloc((n ? n : 1) * 2 * sizeof *pairs);
+    int same = order && pairs;
+    uint64_t s = cfs_splitmix64(seed);
+    for (uint64_t i = 0; same && i < n; i++) {
+        pairs[2 * i] = cfs_splitmix64(s ^ i);
+        pairs[2 * i + 1] = i;
+    }
+    if (same)
+        qsort(pairs, n, 2 * sizeof *pairs, by_key_then_row);
+    for (uint64_t j = 0; same && j < n; j++)
+        same = order[j] == pairs[2 * j + 1];
+    free(order);
+    free(pairs);
+    return same;
+}
+
+static void test_priority(void)
+{
+    /* splitmix64's published first output for state 0 (x + golden gamma). */
+    CHECK(cfs_splitmix64(0) == UINT64_C(0xE220A8397B1DCDAF));
+    static const uint64_t sizes[] = {0, 1, 2, 3, 17, 1024, 1025, 5000, 100003};
+    int all = 1;
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (uint64_t seed = 0; seed < 3; seed++)
+            all &= order_matches_definition(sizes[k], seed * 7919);
+    CHECK(all);
+    uint64_t levels[32];
+    CHECK(cfs_priority_levels(1, levels, 32) == 1 && levels[0] == 1);
+    CHECK(cfs_priority_levels(1024, levels, 32) == 1 && levels[0] == 1024);
+    CHECK(cfs_priority_levels(1025, levels, 32) == 2 && levels[0] == 1024 && levels[1] == 1025);
+    CHECK(cfs_priority_levels(100000, levels, 32) == 5 && levels[3] == 65536 &&
+          levels[4] == 100000);
+}
+
+/* The inverse order is made once, on demand, and inverts order. */
+static void test_perm_pos(void)
+{
+    cfs_perm *p = cfs_perm_new(1000, 3);
+    CHECK(p && p->pos == NULL);
+    if (!p)
+        return;
+    const uint64_t *pos = cfs_perm_pos(p);
+    int inverse = pos != NULL;
+    for (uint64_t j = 0; inverse && j < p->n; j++)
+        inverse = pos[p->order[j]] == j;
+    CHECK(inverse && cfs_perm_pos(p) == pos);
+    cfs_perm_unref(p);
+}
+
+/* An n x g float32 CSR element over copies of the given arrays. */
+static cfs_elem *csr_elem(uint64_t n, uint64_t g, uint64_t nnz, const float *data,
+                          const int32_t *indices, const int64_t *indptr)
+{
+    uint64_t np1 = n + 1;
+    cfs_elem *el = cfs_elem_new(CFS_EL_SPARSE, "X");
+    el->csr = true;
+    el->sparse_shape[0] = n;
+    el->sparse_shape[1] = g;
+    void *d = malloc(nnz * sizeof *data), *i = malloc(nnz * sizeof *indices);
+    void *p = malloc(np1 * sizeof *indptr);
+    memcpy(d, data, nnz * sizeof *data);
+    memcpy(i, indices, nnz * sizeof *indices);
+    memcpy(p, indptr, np1 * sizeof *indptr);
+    el->values = cfs_array_from_memory(CFS_FLOAT32, 1, &nnz, d);
+    el->aux = cfs_array_from_memory(CFS_INT32, 1, &nnz, i);
+    el->indptr = cfs_array_from_memory(CFS_INT64, 1, &np1, p);
+    return el;
+}
+
+/* A 4 x 3 csr through the gene-major engine with a tiny budget: csc, rows permuted, sorted. */
+static void test_gene_major_sparse(void)
+{
+    enum { N = 4, G = 3, NNZ = 6 };
+    /* rows: 0:[g0=1,g2=2] 1:[g1=3] 2:[g0=4,g1=5] 3:[g2=6] */
+    float data[NNZ] = {1, 2, 3, 4, 5, 6};
+    int32_t indices[NNZ] = {0, 2, 1, 0, 1, 2};
+    int64_t indptr[N + 1] = {0, 2, 3, 5, 6};
+    cfs_elem *el = csr_elem(N, G, NNZ, data, indices, indptr);
+    cfs_perm *perm = cfs_perm_new(N, 0);
+    cfs_engine_opts o = {.memory = 4u << 20, .workdir = "/tmp"};
+    cfs_err err;
+    CHECK(cfs_gene_major_sparse(el, perm, &o, "X", &err) == 0);
+    CHECK(!el->csr && el->indptr->dtype == CFS_INT32 && el->aux->dtype == CFS_INT32);
+    int32_t optr[G + 1];
+    int32_t orow[NNZ];
+    float oval[NNZ];
+    uint64_t z[1] = {0}, cg[1] = {G + 1}, cn[1] = {NNZ};
+    CHECK(cfs_array_read(el->indptr, z, cg, optr, &err) == 0);
+    CHECK(cfs_array_read(el->aux, z, cn, orow, &err) == 0);
+    CHECK(cfs_array_read(el->values, z, cn, oval, &err) == 0);
+    CHECK(optr[0] == 0 && optr[1] == 2 && optr[2] == 4 && optr[3] == 6);
+    /* Each gene's rows ascend and map back to the source value through the permutation. */
+    float dense[N][G] = {{1, 0, 2}, {0, 3, 0}, {4, 5, 0}, {0, 0, 6}};
+    for (int g = 0; g < G; g++)
+        for (int32_t k = optr[g]; k < optr[g + 1]; k++) {
+            CHECK(k == optr[g] || orow[k] > orow[k - 1]);
+            CHECK(dense[perm->order[orow[k]]][g] == oval[k]);
+        }
+    cfs_perm_unref(perm);
+    cfs_elem_free(el);
+}
+
+/* One index dtype per sparse matrix: the boundaries of the rule, and a csr element whose
+ * reader gives uint16 indices and int64 indptr read back as int32, values kept; an index that
+ * does not fit int32 fails the read instead of wrapping. */
+static void test_sparse_index_dtype(void)
+{
+    const uint64_t lim = UINT64_C(1) << 31;
+    CHECK(cfs_sparse_index_dtype(0, 0) == CFS_INT32);
+    CHECK(cfs_sparse_index_dtype(lim - 1, lim - 1) == CFS_INT32);
+    CHECK(cfs_sparse_index_dtype(lim, 10) == CFS_INT64);
+    CHECK(cfs_sparse_index_dtype(10, lim) == CFS_INT64);
+
+    cfs_elem *el = cfs_elem_new(CFS_EL_SPARSE, "X");
+    uint64_t nnz = 3, nptr = 3;
+    float *data = malloc(nnz * sizeof *data);
+    uint16_t *ind = malloc(nnz * sizeof *ind);
+    int64_t *ptr = malloc(nptr * sizeof *ptr);
+    data[0] = 1, data[1] = 2, data[2] = 3;
+    ind[0] = 0, ind[1] = 65535, ind[2] = 7;
+    ptr[0] = 0, ptr[1] = 2, ptr[2] = 3;
+    el->values = cfs_array_from_memory(CFS_FLOAT32, 1, &nnz, data);
+    el->aux = cfs_array_from_memory(CFS_UINT16, 1, &nnz, ind);
+    el->indptr = cfs_array_from_memory(CFS_INT64, 1, &nptr, ptr);
+    el->csr = true;
+    el->sparse_shape[0] = 2;
+    el->sparse_shape[1] = 70000;
+    cfs_elem *root = cfs_elem_new(CFS_EL_ANNDATA, NULL);
+    CHECK(cfs_elem_add(root, NULL) < 0 && root->nchildren == 0); /* a failed allocation */
+    CHECK(cfs_elem_add(root, el) == 0 && root->nchildren == 1);
+    cfs_err err = {0};
+    CHECK(cfs_sparse_unify_indices(root, &err) == 0);
+    CHECK(el->aux->dtype == CFS_INT32 && el->indptr->dtype == CFS_INT32);
+    int32_t got_ind[3] = {0}, got_ptr[3] = {0};
+    uint64_t start[1] = {0};
+    CHECK(cfs_array_read(el->aux, start, &nnz, got_ind, &err) == 0);
+    CHECK(cfs_array_read(el->indptr, start, &nptr, got_ptr, &err) == 0);
+    CHECK(got_ind[0] == 0 && got_ind[1] == 65535 && got_ind[2] == 7);
+    CHECK(got_ptr[0] == 0 && got_ptr[1] == 2 && got_ptr[2] == 3);
+    cfs_array *before = el->aux;
+    CHECK(cfs_sparse_unify_indices(root, &err) == 0 && el->aux == before); /* already one dtype */
+    cfs_elem_free(root);
+
+    /* A damaged source: an int64 index past int32 in a matrix the rule stores as int32. */
+    cfs_elem *bad = cfs_elem_new(CFS_EL_SPARSE, "bad");
+    uint64_t one = 1, two = 2;
+    int64_t *bind = malloc(sizeof *bind), *bptr = malloc(2 * sizeof *bptr);
+    float *bdata = malloc(sizeof *bdata);
+    bind[0] = INT64_C(1) << 40, bptr[0] = 0, bptr[1] = 1, bdata[0] = 1;
+    bad->values = cfs_array_from_memory(CFS_FLOAT32, 1, &one, bdata);
+    bad->aux = cfs_array_from_memory(CFS_INT64, 1, &one, bind);
+    bad->indptr = cfs_array_from_memory(CFS_INT64, 1, &two, bptr);
+    bad->csr = true;
+    bad->sparse_shape[0] = 1;
+    bad->sparse_shape[1] = 5;
+    CHECK(cfs_sparse_unify_indices(bad, &err) == 0);
+    int32_t v = 0;
+    CHECK(cfs_array_read(bad->aux, start, &one, &v, &err) < 0 && strstr(err.msg, "out of range"));
+    cfs_elem_free(bad);
+}
+
+/* A bound that counts what is held against a limit the test moves. */
+typedef struct counting_bound {
+    uint64_t held, limit;
+    uint64_t whole;             /* bytes over this never fit; 0: no such limit */
+} counting_bound;
+
+static int bound_reserve(void *ctx, uint64_t bytes, cfs_err *err)
+{
+    counting_bound *s = ctx;
+    if (s->whole && bytes > s->whole)
+        return cfs_err_setc(err, CFS_ENEVERFITS, "never");
+    if (s->held + bytes > s->limit)
+        return cfs_err_setc(err, CFS_ERETRY, "no room");
+    s->held += bytes;
+    return 0;
+}
+
+static void bound_release(void *ctx, uint64_t bytes)
+{
+    ((counting_bound *)ctx)->held -= bytes;
+}
+
+/* A 3 x 2 CSR element; `scale` makes two of them tell apart. */
+static cfs_elem *small_csr(float scale)
+{
+    float data[4] = {1 * scale, 2 * scale, 3 * scale, 4 * scale};
+    int32_t indices[4] = {0, 1, 1, 0};
+    int64_t indptr[4] = {0, 2, 3, 4};
+    return csr_elem(3, 2, 4, data, indices, indptr);
+}
+
+static float value_sum(cfs_elem *el, cfs_err *err)
+{
+    float out[4], sum = -1;
+    uint64_t z[1] = {0}, cn[1] = {4};
+    if (cfs_array_read(el->values, z, cn, out, err) == 0)
+        sum = out[0] + out[1] + out[2] + out[3];
+    return sum;
+}
+
+/* Work space: a refusal fails that reader only and the job runs again for the next; results
+ * of a finished job give way to another job's work and come back, right, when read again;
+ * every byte is released when the results go. */
+static void test_gene_major_space(void)
+{
+    cfs_perm *perm = cfs_perm_new(3, 0);
+    counting_bound cb = {0, 10, 0};
+    cfs_space_bound bound = {bound_reserve, bound_release, &cb};
+    cfs_space *space = cfs_space_new(&bound);
+    cfs_engine_opts o = {.memory = 4u << 20, .workdir = "/tmp", .space = space};
+    cfs_err err;
+    cfs_elem *a = small_csr(1), *b = small_csr(10);
+    CHECK(cfs_gene_major_sparse(a, perm, &o, "A", &err) == 0);
+    CHECK(cfs_gene_major_sparse(b, perm, &o, "B", &err) == 0);
+    CHECK(value_sum(a, &err) < 0 && strstr(err.msg, "A: ") && strstr(err.msg, "no room"));
+    CHECK(cb.held == 0);
+    /* Room for one job's spill + results (4 x 12 + 4 x 8 bytes) at a time. */
+    cb.limit = 80;
+    CHECK(value_sum(a, &err) == 10);
+    CHECK(cb.held == 32);               /* the spill went back after the pass */
+    CHECK(value_sum(b, &err) == 100);   /* A's results were dropped to make room */
+    CHECK(cb.held == 32);
+    CHECK(value_sum(a, &err) == 10 && cb.held == 32);
+    /* Work beyond the whole bound fails at once, drops nothing, and fails for good. */
+    cfs_elem *c = small_csr(100);
+    CHECK(cfs_gene_major_sparse(c, perm, &o, "C", &err) == 0);
+    cb.whole = 50;
+    CHECK(value_sum(c, &err) < 0 && strstr(err.msg, "never") && cb.held == 32);
+    cb.whole = 0;
+    CHECK(value_sum(c, &err) < 0 && cb.held == 32);
+    CHECK(value_sum(a, &err) == 10);    /* A's results were not dropped for C */
+    cfs_elem_free(c);
+    cfs_elem_free(a);
+    cfs_elem_free(b);
+    CHECK(cb.held == 0);
+    cfs_space_free(space);
+    cfs_perm_unref(perm);
+}
+
+void unit_layout(void)
+{
+    test_priority();
+    test_perm_pos();
+    test_gene_major_sparse();
+    test_sparse_index_dtype();
+    test_gene_major_space();
+}

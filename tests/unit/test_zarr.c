@@ -1,0 +1,204 @@
+/* src/zarr/: metadata JSON, vlen-utf8 framing, chunk addressing, codec round trips and
+ * the store's chunks. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunking.h"
+#include "codec.h"
+#include "model.h"
+#include "store.h"
+#include "vlen.h"
+#include "zmeta.h"
+#include "unit.h"
+
+static void test_zarray_json(void)
+{
+    uint64_t shape[2] = {5, 4}, chunks[2] = {5, 4};
+    json_t *doc = cfs_zarray_doc(2, shape, chunks, json_string(cfs_zarr_dtype(CFS_FLOAT32)),
+                                 cfs_zarr_fill_value(CFS_FLOAT32),
+                                 cfs_codec_config(CFS_CODEC_BLOSC_LZ4), json_null());
+    char *text = cfs_zmeta_dump(doc);
+    /* Exactly what zarr-python 2 writes for the same array (json indent=4, sort_keys). */
+    const char *expected =
+        "{\n    \"chunks\": [\n        5,\n        4\n    ],\n    \"compressor\": {\n"
+        "        \"blocksize\": 0,\n        \"clevel\": 5,\n        \"cname\": \"lz4\",\n"
+        "        \"id\": \"blosc\",\n        \"shuffle\": 1\n    },\n    \"dtype\": \"<f4\",\n"
+        "    \"fill_value\": 0.0,\n    \"filters\": null,\n    \"order\": \"C\",\n"
+        "    \"shape\": [\n        5,\n        4\n    ],\n    \"zarr_format\": 2\n}";
+    CHECK(text && strcmp(text, expected) == 0);
+    if (text && strcmp(text, expected) != 0)
+        fprintf(stderr, "got:\n%s\n", text);
+    free(text);
+    json_decref(doc);
+
+    CHECK(strcmp(cfs_zarr_dtype(CFS_BOOL), "|b1") == 0);
+    CHECK(strcmp(cfs_zarr_dtype(CFS_INT8), "|i1") == 0);
+    CHECK(strcmp(cfs_zarr_dtype(CFS_UINT64), "<u8") == 0);
+    CHECK(strcmp(cfs_zarr_dtype(CFS_FLOAT16), "<f2") == 0);
+    CHECK(strcmp(cfs_zarr_dtype(CFS_STRING), "|O") == 0);
+    json_t *fv = cfs_zarr_fill_value(CFS_STRING);
+    CHECK(json_is_string(fv) && strcmp(json_string_value(fv), "") == 0);
+    json_decref(fv);
+    fv = cfs_zarr_fill_value(CFS_BOOL);
+    CHECK(json_is_false(fv));
+    json_decref(fv);
+
+    /* Non-ASCII attribute text is escaped, as Python's ensure_ascii does. */
+    json_t *attrs = json_pack("{s:s}", "name", "Zelltyp_\xc3\xa4");
+    char *a = cfs_zmeta_dump(attrs);
+    CHECK(a && strcasestr(a, "Zelltyp_\\u00e4") != NULL);
+    free(a);
+    json_decref(attrs);
+}
+
+static void test_vlen(void)
+{
+    char *strings[] = {"a", "", "\xe7\xbb\x86\xe8\x83\x9e", NULL};
+    cfs_buf b = {0};
+    cfs_err err;
+    CHECK(cfs_vlen_encode(strings, 4, &b, &err) == 0);
+    static const unsigned char expected[] = {4, 0, 0, 0, 1, 0, 0, 0, 'a', 0, 0, 0, 0,
+                                             6, 0, 0, 0, 0xe7, 0xbb, 0x86, 0xe8, 0x83, 0x9e,
+                                             0, 0, 0, 0};
+    CHECK(b.len == sizeof expected && memcmp(b.data, expected, sizeof expected) == 0);
+    char **back;
+    size_t n;
+    CHECK(cfs_vlen_decode(b.data, b.len, &back, &n, &err) == 0 && n == 4);
+    if (n == 4) {
+        CHECK(strcmp(back[0], "a") == 0 && strcmp(back[1], "") == 0);
+        CHECK(strcmp(back[2], strings[2]) == 0 && strcmp(back[3], "") == 0);
+        cfs_strings_free(back, n);
+        free(back);
+    }
+    /* Invalid UTF-8 becomes U+FFFD, so decoders never fail on a chunk. */
+    char *bad[] = {"x\xff" "y"};
+    cfs_buf_reset(&b);
+    CHECK(cfs_vlen_encode(bad, 1, &b, &err) == 0);
+    CHECK(b.len == 4 + 4 + 5 && memcmp(b.data + 8, "x\xef\xbf\xbdy", 5) == 0);
+    /* Truncated and lying buffers are rejected, not overrun. */
+    CHECK(cfs_vlen_decode(b.data, b.len - 1, &back, &n, &err) < 0);
+    unsigned char liar[8] = {0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0};
+    CHECK(cfs_vlen_decode(liar, sizeof liar, &back, &n, &err) < 0);
+    cfs_buf_free(&b);
+}
+
+static void test_chunk_addressing(void)
+{
+    uint64_t shape[2] = {10, 3}, chunks[2] = {4, 3}, grid[2];
+    CHECK(cfs_chunk_grid(2, shape, chunks, grid) == 3 && grid[0] == 3 && grid[1] == 1);
+    char key[64];
+    cfs_chunk_key(2, grid, 2, key, sizeof key);
+    CHECK(strcmp(key, "2.0") == 0);
+    uint64_t idx;
+    CHECK(cfs_chunk_parse_key(2, grid, "1.0", &idx) == 0 && idx == 1);
+    CHECK(cfs_chunk_parse_key(2, grid, "3.0", &idx) < 0);
+    CHECK(cfs_chunk_parse_key(2, grid, "01.0", &idx) < 0);
+    CHECK(cfs_chunk_parse_key(2, grid, "1", &idx) < 0);
+    CHECK(cfs_chunk_parse_key(2, grid, "1.0.0", &idx) < 0);
+    cfs_chunk_key(0, grid, 0, key, sizeof key);
+    CHECK(strcmp(key, "0") == 0);
+
+    /* Small arrays are one chunk; big ones are cut along cells into bounded chunks. */
+    uint64_t s1[1] = {1000}, c1[1];
+    cfs_chunk_shape(1, s1, 4, c1);
+    CHECK(c1[0] == 1000);
+    uint64_t big[2] = {2000000, 50}, cb[2], gb[2];
+    cfs_chunk_shape(2, big, 4, cb);
+    CHECK(cb[1] == 50 && cb[0] * 50 * 4 <= (8u << 20) && cb[0] * 50 * 4 >= (256u << 10));
+    CHECK(cfs_chunk_grid(2, big, cb, gb) <= CFS_CHUNK_MAX_COUNT);
+    uint64_t wide[2] = {100, 10000000}, cw[2];
+    cfs_chunk_shape(2, wide, 8, cw);
+    CHECK(cw[0] == 1 && cw[1] * 8 <= (8u << 20));
+    uint64_t huge[1] = {UINT64_C(1) << 40}, ch[1], gh[1];
+    cfs_chunk_shape(1, huge, 1, ch);
+    CHECK(cfs_chunk_grid(1, huge, ch, gh) <= CFS_CHUNK_MAX_COUNT);
+    uint64_t empty[1] = {0}, ce[1], ge[1];
+    cfs_chunk_shape(1, empty, 4, ce);
+    CHECK(ce[0] == 1 && cfs_chunk_grid(1, empty, ce, ge) == 0);
+}
+
+static void test_codecs(void)
+{
+    enum { N = 100000 };
+    int32_t *values = malloc(N * sizeof *values);
+    for (int i = 0; i < N; i++)
+        values[i] = i / 7;
+    cfs_codec_id ids[] = {CFS_CODEC_BLOSC_LZ4, CFS_CODEC_ZSTD, CFS_CODEC_ZLIB, CFS_CODEC_GZIP,
+                          CFS_CODEC_NONE};
+    for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+        cfs_buf enc = {0}, dec = {0}, again = {0};
+        cfs_err err;
+        CHECK(cfs_codec_encode(ids[k], 4, values, N * 4, &enc, &err) == 0);
+        CHECK(cfs_codec_decode(ids[k], enc.data, enc.len, &dec, &err) == 0);
+        CHECK(dec.len == N * 4 && memcmp(dec.data, values, N * 4) == 0);
+        /* Same input, same bytes: stores are reproducible. */
+        CHECK(cfs_codec_encode(ids[k], 4, values, N * 4, &again, &err) == 0);
+        CHECK(again.len == enc.len && memcmp(again.data, enc.data, enc.len) == 0);
+        if (ids[k] != CFS_CODEC_NONE)
+            CHECK(enc.len < N * 4 / 4);
+        cfs_buf_free(&enc);
+        cfs_buf_free(&dec);
+        cfs_buf_free(&again);
+    }
+    cfs_buf enc = {0};
+    cfs_err err;
+    cfs_codec_encode(CFS_CODEC_GZIP, 1, "abc", 3, &enc, &err);
+    CHECK(enc.len > 10 && enc.data[0] == 0x1f && enc.data[1] == 0x8b);
+    CHECK(enc.data[4] == 0 && enc.data[5] == 0 && enc.data[6] == 0 && enc.data[7] == 0);
+    cfs_buf_free(&enc);
+    cfs_codec_id id;
+    CHECK(cfs_codec_parse("zstd", &id) == 0 && id == CFS_CODEC_ZSTD);
+    CHECK(cfs_codec_parse("snappy", &id) < 0);
+    cfs_buf junk = {0};
+    CHECK(cfs_codec_decode(CFS_CODEC_BLOSC_LZ4, "garbage-garbage-garbage", 23, &junk, &err) < 0);
+    cfs_buf_free(&junk);
+    free(values);
+}
+
+/* A 2-d in-memory array rendered by the store: edge chunks are padded with the fill value. */
+static void test_store_chunks(void)
+{
+    enum { ROWS = 3, COLS = 2 };
+    int16_t *data = malloc(ROWS * COLS * sizeof *data);
+    for (int i = 0; i < ROWS * COLS; i++)
+        data[i] = (int16_t)(i + 1);
+    uint64_t shape[2] = {ROWS, COLS};
+    cfs_elem *root = cfs_elem_new(CFS_EL_ANNDATA, NULL);
+    cfs_elem *arr = cfs_elem_new(CFS_EL_ARRAY, "m");
+    arr->values = cfs_array_from_memory(CFS_INT16, 2, shape, data);
+    cfs_elem_add(root, arr);
+    cfs_dataset ds = {.root = root};
+    cfs_store_opts opts = {CFS_CODEC_NONE};
+    cfs_err err;
+    cfs_store *st = cfs_store_new(&ds, &opts, &err);
+    CHECK(st && st->nnodes == 2);
+    if (st && st->nnodes == 2) {
+        cfs_store_node *n = &st->nodes[1];
+        CHECK(strcmp(n->path, "m") == 0 && n->nchunks == 1);
+        /* Force a grid with an overhanging edge chunk. */
+        n->chunks[0] = 2;
+        n->nchunks = cfs_chunk_grid(2, n->shape, n->chunks, n->grid);
+        CHECK(n->nchunks == 2);
+        cfs_buf b = {0};
+        CHECK(cfs_store_chunk(st, n, 1, &b, &err) == 0);
+        int16_t expect[4] = {5, 6, 0, 0};
+        CHECK(b.len == sizeof expect && memcmp(b.data, expect, sizeof expect) == 0);
+        cfs_buf_free(&b);
+        char *zm = cfs_store_zmetadata(st);
+        CHECK(zm && strstr(zm, "\"m/.zarray\"") && strstr(zm, "\"m/.zattrs\"") &&
+              strstr(zm, "\".zgroup\"") && strstr(zm, "\"zarr_consolidated_format\": 1"));
+        free(zm);
+    }
+    cfs_store_free(st);
+    cfs_elem_free(root);
+}
+
+void unit_zarr(void)
+{
+    test_zarray_json();
+    test_vlen();
+    test_chunk_addressing();
+    test_codecs();
+    test_store_chunks();
+}
