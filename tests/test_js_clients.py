@@ -41,7 +41,7 @@ import zarr
 
 from conftest import FIXTURES_DIR, REPO
 
-JS_DIR = Path(os.environ.get("CELLUCID_FS_JS_DIR", str(REPO / "tests" / "js")))
+JS_DIR = Path(os.environ.get("CELLUCID_FS_JS_DIR") or str(REPO / "tests" / "js"))
 LOCK = JS_DIR / "package-lock.json"
 NPM_PACKAGES = ("zarrita", "playwright-core", "esbuild", "@petamoriken/float16")
 NPM_FIX = "run `npm ci --prefix tests/js` (`bash setup.sh deps` does it)"
