@@ -65,7 +65,8 @@ size_t cfs_format_stem_len(const char *name);
 bool cfs_format_unnamed_folder(const char *name, size_t n);
 /* Prints one line per format, "  <indent><summary>", for --help. */
 void cfs_format_print_list(FILE *out, const char *indent);
-/* "AnnData .h5ad files, Loom files, ..." (the summaries, joined), for messages. */
-const char *cfs_format_list_text(void);
+/* "AnnData .h5ad files (...), Loom files (...) and ..." (the summaries, joined) in buf, cut to
+ * len; returns buf. For messages. */
+const char *cfs_format_list_text(char *buf, size_t len);
 
 #endif

@@ -90,19 +90,14 @@ void cfs_format_print_list(FILE *out, const char *indent)
         fprintf(out, "%s%s\n", indent, formats[f]->summary);
 }
 
-const char *cfs_format_list_text(void)
+const char *cfs_format_list_text(char *buf, size_t len)
 {
-    static char text[1024];
-    static const cfs_format *const *made_for;
-    if (made_for != formats) {
-        made_for = formats;
-        size_t len = 0;
-        for (size_t f = 0; formats[f] && len < sizeof text; f++)
-            len += (size_t)snprintf(text + len, sizeof text - len, "%s%s",
-                                    f == 0 ? "" : formats[f + 1] ? ", " : " and ",
-                                    formats[f]->summary);
-    }
-    return text;
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t f = 0; formats[f] && at < len; f++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%s",
+                               f == 0 ? "" : formats[f + 1] ? ", " : " and ", formats[f]->summary);
+    return buf;
 }
 
 /* The format whose extension the name ends with (the longest one), for "whatever its name
@@ -154,8 +149,9 @@ static const cfs_format *explain(cfs_probe_input *in, cfs_err *err)
         cfs_err_setc(err, CFS_EDAMAGED, "its content is not that of a %s file, whatever its "
                      "name says: re-download or re-write it", ext);
     } else {
+        char list[768];
         cfs_err_setc(err, CFS_EREFUSED, "not a recognised single-cell file (this version reads "
-                     "%s): convert it to .h5ad", cfs_format_list_text());
+                     "%s): convert it to .h5ad", cfs_format_list_text(list, sizeof list));
     }
     return NULL;
 }

@@ -331,8 +331,9 @@ static int export_with_workdir(const char *src, const char *out, const cfs_optio
     if (sources.n == 0) {
         cfs_sources_free(&sources);
         remove_tree(work);
+        char list[768];
         return cfs_err_setc(err, CFS_ENOTFOUND, "%s: no single-cell input found (looked by "
-                            "content for %s)", src, cfs_format_list_text());
+                            "content for %s)", src, cfs_format_list_text(list, sizeof list));
     }
     cfs_prepared_set set = {0};
     char *stage = sibling_path(out, "tmp");

@@ -246,7 +246,8 @@ static void test_table_derived(const char *dir)
     CHECK(cfs_format_stem_len("a.hdf5") == 1 && cfs_format_stem_len("readme") == 6);
     CHECK(cfs_format_unnamed_folder("outs", 4) && cfs_format_unnamed_folder("count", 5) &&
           !cfs_format_unnamed_folder("outs2", 5));
-    const char *list = cfs_format_list_text();
+    char list[768];
+    cfs_format_list_text(list, sizeof list);
     int summaries = 0;
     for (const cfs_format *const *f = cfs_formats(); *f; f++)
         summaries += strstr(list, (*f)->summary) != NULL && (*f)->name && (*f)->probe &&
@@ -449,7 +450,8 @@ static void test_demo_format(const char *dir)
     cfs_formats_replace(table);
 
     CHECK(cfs_format_candidate_name("x/three.cells") && cfs_format_stem_len("three.cells") == 5);
-    CHECK(strstr(cfs_format_list_text(), "demonstration cell lists (.cells)") != NULL);
+    char list[768];
+    CHECK(strstr(cfs_format_list_text(list, sizeof list), "demonstration cell lists (.cells)"));
     cfs_dataset *ds = NULL;
     CHECK(cfs_format_open(path, &ds, &err) == 0 && ds);
     if (ds) {
