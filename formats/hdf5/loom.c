@@ -43,12 +43,14 @@
 #include "html_unescape.h"
 #include "names.h"
 #include "path.h"
+#include "strset.h"
 #include "utf8.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef unsigned long long ull;
 
@@ -456,7 +458,11 @@ typedef struct lrd {
     axis ax[2];              /* 0: var (rows of a loom), 1: obs (columns) */
 } lrd;
 
-static const char *const obs_index_names[] = {"CellID", "obs_names", "cell_names", NULL};
+/* The index attributes, the standard one first (anndata.read_loom's defaults, taken as they are).
+ * For cells the others are the names loompy users give cell names, matched without case and
+ * taken only when their values are unique. */
+static const char *const obs_index_names[] = {"CellID", "obs_names", "cell_names", "id", "barcode",
+                                              NULL};
 static const char *const var_index_names[] = {"Gene", "var_names", "gene_names", "Accession", NULL};
 
 /* "/matrix (genes x cells: 40 x 60)" for messages. */
@@ -574,13 +580,42 @@ static int unique_names(lrd *r, cfs_array **arr, cfs_err *err)
     return rc;
 }
 
+static attr_info *attr_find_nocase(const attr_list *l, const char *raw)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcasecmp(l->a[i].raw, raw) == 0)
+            return &l->a[i];
+    return NULL;
+}
+
+/* 1 if the n strings of arr are distinct, 0 if not, -1 with err on failure. */
+static int all_distinct(const cfs_array *arr, uint64_t n, cfs_err *err)
+{
+    const char **names = malloc((n ? n : 1) * sizeof *names);
+    cfs_strpool *pool = cfs_strpool_new();
+    cfs_strset *set = cfs_strset_new((size_t)n);
+    uint64_t start = 0;
+    int rc = names && pool && set ? cfs_array_read_strings(arr, &start, &n, names, pool, err)
+                                  : cfs_err_oom(err);
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        int added = cfs_strset_add(set, names[i] ? names[i] : "", i);
+        rc = added < 0 ? cfs_err_oom(err) : added == 0 ? 1 : 0;
+    }
+    cfs_strset_free(set);
+    cfs_strpool_free(pool);
+    free(names);
+    return rc < 0 ? -1 : rc == 1 ? 0 : 1;
+}
+
 /* The index of an axis: the first usable candidate attribute, else 0..n-1. */
 static int read_index(lrd *r, axis *ax, cfs_elem *df, cfs_err *err)
 {
     cfs_array *arr = NULL;
     const char *chosen = NULL;
     for (size_t k = 0; ax->index_names[k] && !arr; k++) {
-        attr_info *ai = attr_find(&ax->attrs, ax->index_names[k]);
+        bool fallback = ax->cells && k > 0;
+        attr_info *ai = fallback ? attr_find_nocase(&ax->attrs, ax->index_names[k])
+                                 : attr_find(&ax->attrs, ax->index_names[k]);
         if (!ai || !index_capable(ai, ax->len))
             continue;
         cfs_err why;
@@ -597,8 +632,16 @@ static int read_index(lrd *r, axis *ax, cfs_elem *df, cfs_err *err)
             arr = NULL;
             continue;
         }
+        int distinct = fallback ? all_distinct(arr, ax->len, err) : 1;
+        if (distinct <= 0) {
+            cfs_array_unref(arr);
+            arr = NULL;
+            if (distinct < 0)
+                return -1;
+            continue; /* not names: a column like any other */
+        }
         ai->used = true;
-        chosen = ax->index_names[k];
+        chosen = ai->name;
     }
     if (!arr && !(arr = positions(ax->len)))
         return cfs_err_oom(err);
