@@ -41,6 +41,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from priority_reference import U64, reference_levels, reference_order, splitmix64  # noqa: E402
 from conftest import (  # noqa: E402
     GOOD,
     GOOD_NAMES,
@@ -67,40 +68,7 @@ MiB = 1024 * 1024
 
 
 # ---------------------------------------------------------------------------------------------
-# the reference computation, from docs/design.md §4.1:
-#   splitmix64(x): z = x + 0x9E3779B97F4A7C15
-#                  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
-#                  z = (z ^ (z >> 27)) * 0x94D049BB133111EB
-#                  return z ^ (z >> 31)                       (all modulo 2^64)
-#   key(i) = splitmix64(splitmix64(seed) ^ i); order = rows sorted by (key(i), i)
-#   levels = [1024 * 4^k while 1024 * 4^k < n] + [n]
-
-U64 = np.uint64
-
-
-def splitmix64(x):
-    x = np.asarray(x, dtype=U64)
-    with np.errstate(over="ignore"):
-        z = x + U64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> U64(30))) * U64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> U64(27))) * U64(0x94D049BB133111EB)
-        return z ^ (z >> U64(31))
-
-
-def reference_order(n, seed=0):
-    """order[j] = the original row stored at row j."""
-    i = np.arange(n, dtype=U64)
-    key = splitmix64(splitmix64(U64(seed)) ^ i)
-    return np.lexsort((i, key)).astype(np.int64)
-
-
-def reference_levels(n):
-    out, k = [], 0
-    while 1024 * 4 ** k < n:
-        out.append(1024 * 4 ** k)
-        k += 1
-    return np.array(out + [n], dtype=np.int64)
-
+# the reference computation (tests/priority_reference.py), checked against integer arithmetic
 
 _M64 = 2 ** 64 - 1
 

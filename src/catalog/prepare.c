@@ -5,6 +5,7 @@
 
 #include "format.h"
 #include "catalog.h"
+#include "cellucid_meta.h"
 #include "embedding.h"
 #include "identity.h"
 #include "layout.h"
@@ -23,8 +24,10 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
     cfs_err err = {0};
     cfs_layout_opts layout = opts->layout;
     layout.progress = p->progress = cfs_progress_new(p->source, opts->layout.log);
+    cfs_cellucid_meta meta;
     if (cfs_format_open(p->source, &p->ds, &err) < 0 ||
-        cfs_layout_apply(p->ds, &layout, &err) < 0) {
+        cfs_cellucid_meta_check(p->ds, &meta, &err) < 0 ||
+        (layout.source_ordered = meta.source_ordered, cfs_layout_apply(p->ds, &layout, &err)) < 0) {
         cfs_prepared_refuse(p, err.msg);
         return;
     }

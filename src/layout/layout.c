@@ -171,7 +171,9 @@ static int add_priority_record(layout *L, uint64_t seed)
 
 static int apply_priority(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *err)
 {
-    layout L = {ds, cfs_perm_new(ds->n_obs, opts->seed),
+    cfs_perm *perm = opts->source_ordered ? cfs_perm_identity(ds->n_obs)
+                                          : cfs_perm_new(ds->n_obs, opts->seed);
+    layout L = {ds, perm,
                 {opts->memory, opts->workdir, opts->space, opts->progress}, err};
     if (!L.perm)
         return cfs_err_setc(err, CFS_ENOMEM, "out of memory ordering %llu cells",
@@ -186,7 +188,7 @@ static int apply_priority(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err 
         rc = expressions(&L);
     if (rc == 0 && obs)
         rc = add_original_position(&L);
-    if (rc == 0)
+    if (rc == 0 && !opts->source_ordered)
         rc = add_priority_record(&L, opts->seed);
     cfs_perm_unref(L.perm);
     return rc;

@@ -2,11 +2,12 @@
  * The layout step: the seam between the dataset model and the renderer (docs/design.md §4, §7).
  * order=priority (the default) stores cells in priority order v1 on every per-cell axis, adds
  * obs/cellucid_original_position and uns/cellucid/priority, and makes X, layers and raw/X
- * gene-major. order=original serves the source as it is.
+ * gene-major (a source already in priority order keeps its order and record). order=original serves the source as it is.
  */
 #ifndef CFS_LAYOUT_H
 #define CFS_LAYOUT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -22,6 +23,10 @@ typedef enum cfs_cell_order {
 typedef struct cfs_layout_opts {
     cfs_cell_order order;
     uint64_t seed;
+    /* The source stores its cells in priority order already, and says so with a valid record
+     * of its own (uns/cellucid/priority, a cellucid.prepare() output): its order and its record
+     * are kept, and seed is not used. Set per dataset by the caller. */
+    bool source_ordered;
     uint64_t memory;            /* the engine's memory budget in bytes */
     const char *workdir;        /* spill files; must be set for order=priority */
     cfs_space *space;           /* what the work files' bytes count against; NULL: nothing */

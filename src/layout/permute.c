@@ -7,19 +7,31 @@
 #include "priority.h"
 #include "sparse_index.h"
 
-cfs_perm *cfs_perm_new(uint64_t n, uint64_t seed)
+static cfs_perm *perm_of(uint64_t n, uint64_t *order)
 {
-    cfs_perm *p = calloc(1, sizeof *p);
-    if (!p)
-        return NULL;
-    p->n = n;
-    p->refs = 1;
-    if (!(p->order = cfs_priority_order(n, seed))) {
-        free(p);
+    cfs_perm *p = order ? calloc(1, sizeof *p) : NULL;
+    if (!p) {
+        free(order);
         return NULL;
     }
+    p->n = n;
+    p->refs = 1;
+    p->order = order;
     pthread_mutex_init(&p->pos_lock, NULL);
     return p;
+}
+
+cfs_perm *cfs_perm_new(uint64_t n, uint64_t seed)
+{
+    return perm_of(n, cfs_priority_order(n, seed));
+}
+
+cfs_perm *cfs_perm_identity(uint64_t n)
+{
+    uint64_t *order = malloc((n ? n : 1) * sizeof *order);
+    for (uint64_t j = 0; order && j < n; j++)
+        order[j] = j;
+    return perm_of(n, order);
 }
 
 const uint64_t *cfs_perm_pos(cfs_perm *p)

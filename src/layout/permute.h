@@ -21,6 +21,8 @@ typedef struct cfs_perm {
 } cfs_perm;
 
 cfs_perm *cfs_perm_new(uint64_t n, uint64_t seed);
+/* Rows as they are: for a source already stored in priority order. */
+cfs_perm *cfs_perm_identity(uint64_t n);
 /* The inverse of order, made at the first call: only matrices and cell graphs need it, and at
  * open it would be n fresh words written in random order. NULL when out of memory. */
 const uint64_t *cfs_perm_pos(cfs_perm *p);
