@@ -36,6 +36,11 @@ typedef struct cfs_format {
     const char *const *nested;
     /* 0 = not mine; 1..100 = confidence. Must not fail loudly: it is asked about everything. */
     int (*probe)(cfs_probe_input *in);
+    /* Optional, for formats that need their file on disk: a bid on the first bytes of the
+     * stream inside a gzip, bzip2 or xz file (cfs_probe_peek). One that bids makes such a copy
+     * an input to decompress first (cfs_format_needs_unpack); its format is then detected on
+     * the decompressed file as on any other. */
+    int (*peek_probe)(const unsigned char *head, size_t len);
     /* Builds the model. On refusal returns -1 with a one-line reason in err (what is wrong and
      * what to do; the caller prefixes the file name). The registry sets ds->format. */
     int (*open)(const char *path, cfs_dataset **out, cfs_err *err);
@@ -56,8 +61,13 @@ const cfs_format *cfs_format_detect(const char *path, cfs_err *err);
 /* Detects and opens; sets ds->format. On failure err holds the reason (without the file name). */
 int cfs_format_open(const char *path, cfs_dataset **out, cfs_err *err);
 
-/* True if the name ends with an extension of some format (worth probing in a folder scan). */
+/* True if the name ends with an extension of some format, optionally followed by ".gz",
+ * ".bz2" or ".xz" (worth probing in a folder scan). */
 bool cfs_format_candidate_name(const char *name);
+/* True if path is a compressed copy (gzip, bzip2, xz) that no format reads as it is and one
+ * reads once decompressed (its peek_probe bids); *codec receives the compression's name. The
+ * caller decompresses it (cfs_unpack_file) and opens the copy. */
+bool cfs_format_needs_unpack(const char *path, const char **codec);
 /* The length of name without the longest format extension it ends with (compared without
  * case), optionally followed by ".gz", ".bz2" or ".xz"; strlen(name) when it has none. */
 size_t cfs_format_stem_len(const char *name);

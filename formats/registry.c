@@ -55,16 +55,21 @@ static size_t extension_len(const char *name, size_t n)
     return best;
 }
 
+static const char *const compressed[] = {".gz", ".bz2", ".xz", NULL};
+
 bool cfs_format_candidate_name(const char *name)
 {
     const char *slash = strrchr(name, '/');
     const char *base = slash ? slash + 1 : name;
-    return extension_len(base, strlen(base)) > 0;
+    size_t n = strlen(base);
+    for (size_t i = 0; compressed[i]; i++)
+        if (ends_with(base, n, compressed[i]) && extension_len(base, n - strlen(compressed[i])))
+            return true;
+    return extension_len(base, n) > 0;
 }
 
 size_t cfs_format_stem_len(const char *name)
 {
-    static const char *const compressed[] = {".gz", ".bz2", ".xz", NULL};
     size_t n = strlen(name);
     for (size_t i = 0; compressed[i]; i++) {
         size_t c = strlen(compressed[i]);
@@ -168,6 +173,33 @@ static const cfs_format *detect(cfs_probe_input *in, cfs_err *err)
         }
     }
     return best ? best : explain(in, err);
+}
+
+static bool peek_bid(cfs_probe_input *in)
+{
+    size_t len;
+    const unsigned char *head = cfs_probe_peek(in, &len);
+    for (size_t f = 0; head && formats[f]; f++)
+        if (formats[f]->peek_probe && formats[f]->peek_probe(head, len) > 0)
+            return true;
+    return false;
+}
+
+bool cfs_format_needs_unpack(const char *path, const char **codec)
+{
+    cfs_probe_input *in;
+    cfs_err ignored;
+    if (cfs_probe_input_open(path, &in, &ignored) < 0)
+        return false;
+    *codec = cfs_probe_compression(in);
+    bool needs = false;
+    if (*codec) {
+        needs = peek_bid(in);
+        for (size_t f = 0; needs && formats[f]; f++)
+            needs = formats[f]->probe(in) == 0;
+    }
+    cfs_probe_input_close(in);
+    return needs;
 }
 
 const cfs_format *cfs_format_detect(const char *path, cfs_err *err)

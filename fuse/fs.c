@@ -386,7 +386,7 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
     if (check_paths(src, mnt) < 0)
         return 1;
     /* The daemon runs in "/": every path it keeps must be absolute. */
-    char abs_src[PATH_MAX], cache_dir[4096], work[4200];
+    char abs_src[PATH_MAX], cache_dir[4096], work[4200], unpacked[4200];
     if (!realpath(src, abs_src)) {
         fprintf(stderr, "cellucid-fs: %s: %s\n", src, strerror(errno));
         return 1;
@@ -411,6 +411,7 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
         default_cache_dir(cache_dir, sizeof cache_dir);
     }
     snprintf(work, sizeof work, "%s/work", cache_dir);
+    snprintf(unpacked, sizeof unpacked, "%s/unpacked", cache_dir);
     /* Everything that can fail loudly happens before the daemon detaches from the terminal. */
     cfs_err err = {0};
     cfs_cache *probe = cfs_cache_open(cache_dir, opts->cache_size, &err);
@@ -420,7 +421,8 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
     }
     cfs_cache_close(probe);
     mkdir(work, 0700);
-    cfs_volume *vol = cfs_volume_open(src, opts, NULL, work, stderr, &err);
+    mkdir(unpacked, 0700);
+    cfs_volume *vol = cfs_volume_open(src, opts, NULL, work, unpacked, stderr, &err);
     if (!vol) {
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);
         return 1;

@@ -1072,6 +1072,7 @@ const cfs_format cfs_format_h5ad = {
     .extensions = h5ad_extensions,
     .container = "HDF5",
     .probe = h5ad_probe,
+    .peek_probe = cfs_h5_peek_probe,
     .open = h5ad_open,
     .explain = h5ad_explain,
 };

@@ -515,6 +515,11 @@ static probe_state *probe_state_of(cfs_probe_input *in)
     return cfs_probe_memo(in, &probe_key, probe_state_make, probe_state_release);
 }
 
+int cfs_h5_peek_probe(const unsigned char *head, size_t len)
+{
+    return cfs_h5_signature_offset(head, len) >= 0 ? 50 : 0;
+}
+
 long long cfs_h5_probe_offset(cfs_probe_input *in)
 {
     probe_state *st = probe_state_of(in);

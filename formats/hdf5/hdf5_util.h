@@ -90,6 +90,10 @@ bool cfs_h5_objkey_eq(const cfs_h5_objkey *a, const cfs_h5_objkey *b);
 /* True if the dataset has an attribute of that name. */
 bool cfs_h5_has_attr(hid_t obj, const char *name);
 
+/* The peek_probe of the HDF5 formats: the decompressed stream starts an HDF5 file (its signature
+ * at 0, 512, 1024 or 2048), which libhdf5 can open only once it is a file on disk. */
+int cfs_h5_peek_probe(const unsigned char *head, size_t len);
+
 /* The offset of the input's HDF5 superblock, or -1 (a folder, or not HDF5): looked for once per
  * detection, in the first bytes and then by reads at 4 KiB, 8 KiB, ... (cfs_probe_read). */
 long long cfs_h5_probe_offset(cfs_probe_input *in);

@@ -1623,5 +1623,6 @@ const cfs_format cfs_format_loom = {
     .extensions = loom_extensions,
     .container = "HDF5",
     .probe = loom_probe,
+    .peek_probe = cfs_h5_peek_probe,
     .open = loom_open,
 };

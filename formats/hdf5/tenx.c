@@ -730,5 +730,6 @@ const cfs_format cfs_format_tenx = {
     .extensions = tenx_extensions,
     .container = "HDF5",
     .probe = tenx_probe,
+    .peek_probe = cfs_h5_peek_probe,
     .open = tenx_open,
 };

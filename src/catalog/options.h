@@ -9,9 +9,21 @@
 #include "error.h"
 #include "layout.h"
 
+/* Where a front end puts the decompressed copy of a compressed input (x.h5ad.gz) a format reads
+ * only from disk: export in its work folder, the mount in its cache. */
+typedef struct cfs_unpacker {
+    /* The path of a decompressed copy of source (compressed with codec), made now or kept from
+     * before, malloc'd into *path; progress (may be NULL) hears how far it is. NULL: such
+     * inputs are refused. */
+    int (*copy)(void *ctx, const char *source, const char *codec, cfs_progress *progress,
+                char **path, cfs_err *err);
+    void *ctx;
+} cfs_unpacker;
+
 typedef struct cfs_options {
     cfs_codec_id codec;
     cfs_layout_opts layout;
+    cfs_unpacker unpack;            /* set by the front end, not by -o */
     /* mount only */
     char cache_dir[4096];           /* "" = the default */
     uint64_t cache_size;

@@ -19,14 +19,42 @@ void cfs_prepared_refuse(cfs_prepared *p, const char *reason)
     p->embedding = NULL;
 }
 
+/* Opens the source, or for a compressed copy a format reads only from disk, its decompressed
+ * copy where the front end keeps them; the dataset's source is the one given either way. */
+static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
+{
+    const char *codec = NULL;
+    if (!cfs_format_needs_unpack(p->source, &codec))
+        return cfs_format_open(p->source, &p->ds, err);
+    if (!opts->unpack.copy)
+        return cfs_err_setc(err, CFS_EREFUSED, "a %s-compressed copy, which this command does "
+                            "not decompress; decompress it first", codec);
+    char *copy = NULL;
+    if (opts->unpack.copy(opts->unpack.ctx, p->source, codec, p->progress, &copy, err) < 0)
+        return -1;
+    int rc = cfs_format_open(copy, &p->ds, err);
+    free(copy);
+    if (rc == 0) {
+        char *source = strdup(p->source);
+        if (!source)
+            return cfs_err_oom(err);
+        free(p->ds->source);
+        p->ds->source = source;
+    }
+    return rc;
+}
+
 static void open_one(cfs_prepared *p, const cfs_options *opts)
 {
     cfs_err err = {0};
     cfs_layout_opts layout = opts->layout;
     layout.progress = p->progress = cfs_progress_new(p->source, opts->layout.log);
     cfs_cellucid_meta meta;
-    if (cfs_format_open(p->source, &p->ds, &err) < 0 ||
-        cfs_cellucid_meta_check(p->ds, &meta, &err) < 0 ||
+    if (open_source(p, opts, &err) < 0 && !p->ds && err.status == CFS_ERETRY) {
+        p->pending = true;
+        return;
+    }
+    if (!p->ds || cfs_cellucid_meta_check(p->ds, &meta, &err) < 0 ||
         (layout.source_ordered = meta.source_ordered, cfs_layout_apply(p->ds, &layout, &err)) < 0) {
         cfs_prepared_refuse(p, err.msg);
         return;
@@ -168,6 +196,11 @@ void cfs_prepared_set_free_items(cfs_prepared_set *set)
 
 void cfs_prepared_report(const cfs_prepared *p, FILE *log)
 {
+    if (p->pending) {
+        fprintf(log, "cellucid-fs: %s: decompressing into the cache; served when done\n",
+                p->source);
+        return;
+    }
     if (p->refused) {
         fprintf(log, "cellucid-fs: %s: refused: %s\n", p->source, p->refused);
         return;

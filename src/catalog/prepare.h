@@ -31,6 +31,9 @@ typedef struct cfs_prepared {
     cfs_progress *progress;    /* its layout jobs' progress (may be NULL) */
     char *raw_id;              /* its id before ids were made distinct */
     bool reused;               /* the caller's open version serves it (cfs_prepare_reusing) */
+    /* Not opened yet: its decompressed copy is made later (the unpacker said CFS_ERETRY). No
+     * dataset, no reason; the caller prepares it again when the copy can be made. */
+    bool pending;
 } cfs_prepared;
 
 /* What a caller already serves of a source, at the version it has now. */

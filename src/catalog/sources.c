@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
 #include <sys/stat.h>
 
 #include "format.h"
@@ -99,6 +100,24 @@ static int push_nested(const char *src, const char *dir, cfs_source_list *out)
     return rc;
 }
 
+/* x.h5ad.gz beside x.h5ad: the same data, read from the file that needs no decompressing. */
+static bool has_uncompressed_twin(const char *path)
+{
+    static const char *const suffixes[] = {".gz", ".bz2", ".xz", NULL};
+    size_t n = strlen(path);
+    for (size_t i = 0; suffixes[i]; i++) {
+        size_t k = strlen(suffixes[i]);
+        if (n > k && strcmp(path + n - k, suffixes[i]) == 0) {
+            char *twin = strndup(path, n - k);
+            struct stat st;
+            bool found = twin && stat(twin, &st) == 0 && S_ISREG(st.st_mode);
+            free(twin);
+            return found;
+        }
+    }
+    return false;
+}
+
 static int is_input(const char *dir, const char *name, const char *path)
 {
     struct stat st;
@@ -108,11 +127,12 @@ static int is_input(const char *dir, const char *name, const char *path)
     /* A folder is an input only when a format recognises it (a Cell Ranger outs/ folder). */
     if (S_ISDIR(st.st_mode))
         return cfs_format_detect(path, &ignored) != NULL;
-    if (!S_ISREG(st.st_mode))
+    if (!S_ISREG(st.st_mode) || has_uncompressed_twin(path))
         return 0;
     if (cfs_format_candidate_name(name))
         return 1;
-    return cfs_format_detect(path, &ignored) != NULL;
+    const char *codec;
+    return cfs_format_detect(path, &ignored) != NULL || cfs_format_needs_unpack(path, &codec);
 }
 
 int cfs_sources_list(const char *src, cfs_source_list *out, cfs_err *err)

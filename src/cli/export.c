@@ -1,5 +1,6 @@
 #include "export.h"
 #include "format.h"
+#include "unpacked.h"
 #include "path.h"
 
 #include <errno.h>
@@ -311,6 +312,8 @@ int cfs_export(const char *src, const char *out, const cfs_options *opts_in, boo
     if (!work)
         return cfs_err_oom(err);
     options.layout.workdir = work;
+    /* Decompressed copies of compressed inputs live in the work folder, gone with it. */
+    options.unpack = (cfs_unpacker){cfs_unpacked_in_folder, work};
     int rc = export_with_workdir(src, out, opts, force, log, work, err);
     free(work);
     return rc;

@@ -1,11 +1,17 @@
 #include "inspect.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "format.h"
 #include "embedding.h"
 #include "model.h"
 #include "sparse_index.h"
+#include "unpacked.h"
 #include "zmeta.h"
 
 /* The name anndata gives an element's encoding. */
@@ -120,12 +126,54 @@ static json_t *describe(const cfs_dataset *ds)
     return doc;
 }
 
+/* A compressed copy a format reads only from disk is decompressed into a temporary folder,
+ * removed again by close_input. */
+static int open_input(const char *path, cfs_dataset **ds, char *tmpdir, size_t len, cfs_err *err)
+{
+    const char *codec = NULL;
+    tmpdir[0] = '\0';
+    if (!cfs_format_needs_unpack(path, &codec))
+        return cfs_format_open(path, ds, err);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(tmpdir, len, "%s/cellucid-fs-inspect-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        int rc = cfs_err_errno(err, errno, "cannot make a folder for its decompressed copy");
+        tmpdir[0] = '\0';
+        return rc;
+    }
+    char *copy = NULL;
+    if (cfs_unpacked_in_folder(tmpdir, path, codec, NULL, &copy, err) < 0)
+        return -1;
+    int rc = cfs_format_open(copy, ds, err);
+    free(copy);
+    return rc;
+}
+
+static void close_input(const char *tmpdir)
+{
+    if (!tmpdir[0])
+        return;
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(tmpdir);
+}
+
 json_t *cfs_inspect_file(const char *path)
 {
     cfs_dataset *ds = NULL;
     cfs_err err = {0};
     json_t *doc;
-    if (cfs_format_open(path, &ds, &err) < 0) {
+    char tmpdir[4096];
+    if (open_input(path, &ds, tmpdir, sizeof tmpdir, &err) < 0) {
         const cfs_format *f = cfs_format_detect(path, &err);
         doc = json_pack("{s:s?, s:n, s:s}", "format", f ? f->name : NULL, "version", "refused",
                         err.msg);
@@ -133,6 +181,7 @@ json_t *cfs_inspect_file(const char *path)
         doc = describe(ds);
         cfs_dataset_free(ds);
     }
+    close_input(tmpdir);
     if (doc)
         json_object_set_new(doc, "path", json_string(path));
     return doc;

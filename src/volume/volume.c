@@ -9,6 +9,7 @@
 
 #include "catalog.h"
 #include "chunking.h"
+#include "copies.h"
 #include "prepare.h"
 #include "sources.h"
 #include "store.h"
@@ -64,6 +65,9 @@ struct cfs_volume {
     FILE *log;
     cfs_cache *cache;
     cfs_space *work_space;      /* the layout's work files count against the cache's bound */
+    cfs_copies *copies;         /* decompressed copies of compressed sources; NULL: none */
+    pthread_t unpacker;         /* opens the sources waiting for their copy, once mounted */
+    bool unpacker_started;
     cfs_options opts;
     void (*invalidate)(void *ctx, uint64_t parent, const char *name, uint64_t ino);
     void *invalidate_ctx;
@@ -214,8 +218,11 @@ static ds_entry *find_live(cfs_volume *v, const char *source, const struct stat 
 static bool unchanged(cfs_volume *v, const cfs_source_list *sources)
 {
     size_t live = 0;
-    for (size_t i = 0; i < v->nds; i++)
+    for (size_t i = 0; i < v->nds; i++) {
+        if (v->ds[i]->live && v->ds[i]->p.pending)
+            return false;       /* it waits to be opened */
         live += v->ds[i]->live;
+    }
     if (live != sources->n)
         return false;
     for (size_t i = 0; i < sources->n; i++) {
@@ -304,6 +311,11 @@ static void close_if_idle(ds_entry *e)
 static void retire(cfs_volume *v, ds_entry *e, stale_names *stale)
 {
     e->live = false;
+    /* The copy of a version that is still the file's (a pending entry replaced by its opened
+     * one, a new id) stays; that of a changed or removed source goes. */
+    struct stat now;
+    if (v->copies && !(stat(e->p.source, &now) == 0 && same_version(&now, &e->version)))
+        cfs_copies_retire(v->copies, e->p.source, &e->version);
     if (e->dir_ino) {
         remove_child(v, CFS_VOLUME_ROOT, e->dir_ino);
         note_stale(stale, v->v[e->dir_ino - 1].name);
@@ -340,7 +352,7 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
     for (size_t i = 0; rc == 0 && i < set->n; i++) {
         cfs_prepared *p = &set->items[i];
         ds_entry *same = find_live(v, p->source, &before[i]);
-        if (same && (!same->p.id || !p->id || strcmp(same->p.id, p->id) == 0)) {
+        if (same && !same->p.pending && (!same->p.id || !p->id || strcmp(same->p.id, p->id) == 0)) {
             for (size_t k = 0; k < old; k++)
                 keep[k] |= v->ds[k] == same;
             continue;
@@ -374,7 +386,7 @@ static void note_known(cfs_volume *v, const cfs_source_list *sources, const stru
 {
     for (size_t i = 0; i < sources->n; i++) {
         ds_entry *e = find_live(v, sources->paths[i], &now[i]);
-        if (e)
+        if (e && !e->p.pending)
             known[i] = (cfs_known_source){true, e->store ? e->p.raw_id : NULL, e->p.id};
     }
 }
@@ -470,13 +482,59 @@ static void release_work(void *ctx, uint64_t bytes)
         cfs_cache_release(v->cache, bytes);
 }
 
+/* Sources whose decompressed copy could not be made before the mount was up (no cache yet)
+ * are opened now, in the background: status.json shows them working meanwhile. */
+static void *open_waiting(void *arg)
+{
+    cfs_volume *v = arg;
+    cfs_err err = {0};
+    if (cfs_volume_refresh(v, &err) < 0 && v->log)
+        fprintf(v->log, "cellucid-fs: %s\n", err.msg);
+    return NULL;
+}
+
+static bool any_pending(cfs_volume *v)
+{
+    bool pending = false;
+    pthread_mutex_lock(&v->lock);
+    for (size_t i = 0; i < v->nds && !pending; i++)
+        pending = v->ds[i]->live && v->ds[i]->p.pending;
+    pthread_mutex_unlock(&v->lock);
+    return pending;
+}
+
 void cfs_volume_set_cache(cfs_volume *v, cfs_cache *cache)
 {
     v->cache = cache;
+    if (!v->copies)
+        return;
+    cfs_copies_set_cache(v->copies, cache);
+    cfs_source_list sources;
+    cfs_err err;
+    if (cfs_sources_list(v->src, &sources, &err) == 0) {
+        cfs_copies_prune(v->copies, &sources);   /* copies of sources gone or changed since */
+        cfs_sources_free(&sources);
+    }
+    if (any_pending(v))
+        v->unpacker_started = pthread_create(&v->unpacker, NULL, open_waiting, v) == 0;
+}
+
+/* The unpacker of the mount's sources: copies in the cache folder, with the progress of the
+ * entry that waits for it (status.json shows that one). */
+static int volume_unpack(void *ctx, const char *source, const char *codec, cfs_progress *progress,
+                         char **path, cfs_err *err)
+{
+    cfs_volume *v = ctx;
+    pthread_mutex_lock(&v->lock);
+    for (size_t i = 0; i < v->nds; i++)
+        if (v->ds[i]->live && v->ds[i]->p.pending && strcmp(v->ds[i]->p.source, source) == 0)
+            progress = v->ds[i]->p.progress;
+    pthread_mutex_unlock(&v->lock);
+    return cfs_copies_get(v->copies, source, codec, progress, path, err);
 }
 
 cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache *cache,
-                            const char *workdir, FILE *log, cfs_err *err)
+                            const char *workdir, const char *unpacked_dir, FILE *log, cfs_err *err)
 {
     cfs_volume *v = calloc(1, sizeof *v);
     if (!v || !(v->src = strdup(src))) {
@@ -498,6 +556,15 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
         return NULL;
     }
     v->opts.layout.space = v->work_space;
+    if (unpacked_dir) {
+        if (!(v->copies = cfs_copies_new(unpacked_dir))) {
+            cfs_volume_close(v);
+            cfs_err_oom(err);
+            return NULL;
+        }
+        v->opts.unpack = (cfs_unpacker){volume_unpack, v};
+        cfs_copies_set_cache(v->copies, cache);
+    }
     if (build(v, err) < 0) {
         cfs_volume_close(v);
         return NULL;
@@ -509,6 +576,9 @@ void cfs_volume_close(cfs_volume *v)
 {
     if (!v)
         return;
+    cfs_copies_stop(v->copies);
+    if (v->unpacker_started)
+        pthread_join(v->unpacker, NULL);
     for (size_t i = 0; i < v->n; i++) {
         free(v->v[i].name);
         free(v->v[i].text);
@@ -527,6 +597,7 @@ void cfs_volume_close(cfs_volume *v)
     }
     free(v->ds);
     cfs_space_free(v->work_space);     /* after the datasets: their jobs hold space */
+    cfs_copies_free(v->copies);        /* after the datasets: they read the copies */
     free(v->src);
     pthread_mutex_destroy(&v->lock);
     pthread_mutex_destroy(&v->refreshing);
@@ -831,6 +902,10 @@ static char *status_text(cfs_volume *v)
         double fraction = 0;
         bool working = !p->refused && cfs_progress_get(p->progress, element, sizeof element,
                                                        &fraction);
+        if (p->pending && !working) {
+            snprintf(element, sizeof element, "decompressing");
+            working = true;
+        }
         const char *state = p->refused ? "refused" : working ? "working" : "ready";
         json_t *e = json_pack("{s:s, s:s?, s:s?, s:s?, s:s, s:s?, s:b, s:o}", "source",
                               p->source, "id", p->refused ? NULL : p->id, "format",

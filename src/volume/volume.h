@@ -29,8 +29,11 @@ typedef struct cfs_vattr {
 
 #define CFS_VOLUME_ROOT 1
 
+/* unpacked_dir: where decompressed copies of compressed sources are kept (NULL: such sources
+ * are refused). */
 cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache *cache,
-                            const char *workdir, FILE *log, cfs_err *err);
+                            const char *workdir, const char *unpacked_dir, FILE *log,
+                            cfs_err *err);
 void cfs_volume_close(cfs_volume *v);
 /* Re-reads the source folder: new sources appear, changed ones get a fresh version (old inodes
  * keep serving the old bytes), removed ones leave. Cheap when nothing changed (stat only). */

@@ -1,0 +1,26 @@
+/* Decompressed copies of compressed inputs, written whole or not at all: what the front ends'
+ * unpackers (cfs_unpacker in options.h) share. */
+#ifndef CFS_UNPACKED_H
+#define CFS_UNPACKED_H
+
+#include <stdint.h>
+
+#include "error.h"
+#include "progress.h"
+
+/* What a writer is told as the copy grows; non-zero (with err set) stops it. */
+typedef int (*cfs_unpacked_grow)(void *ctx, uint64_t written, cfs_err *err);
+
+/* Decompresses source (compressed with codec) into dest: into a temporary name beside it, then
+ * renamed, so dest is only ever a whole copy. progress (may be NULL) shows "decompressing";
+ * grow (may be NULL) hears the bytes written so far (to count them against a bound). */
+int cfs_unpacked_write(const char *source, const char *codec, const char *dest,
+                       cfs_progress *progress, cfs_unpacked_grow grow, void *grow_ctx,
+                       cfs_err *err);
+
+/* An unpacker (cfs_unpacker) writing copies into the folder ctx (a char *, which must exist
+ * and outlive the copies), each under a fresh name: export's work folder, inspect's. */
+int cfs_unpacked_in_folder(void *ctx, const char *source, const char *codec,
+                           cfs_progress *progress, char **path, cfs_err *err);
+
+#endif
