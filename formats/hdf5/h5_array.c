@@ -137,6 +137,9 @@ static void h5_array_free(void *ctx)
     free(a);
 }
 
+/* A dataset that opened but whose chunks do not read (truncated, a corrupt compressed chunk). */
+#define READ_FAILED_HINT "the file is damaged: re-download or re-create it"
+
 static int read_strings_ds(const h5_array *a, hid_t dset, hid_t ms, hid_t fs, uint64_t n,
                            char **out, cfs_strpool *pool, cfs_err *err)
 {
@@ -149,7 +152,7 @@ static int read_strings_ds(const h5_array *a, hid_t dset, hid_t ms, hid_t fs, ui
     if (xfer < 0 || H5Dread(dset, a->plan.mem, ms, fs, xfer, raw) < 0) {
         char detail[256];
         cfs_h5_error_detail(detail, sizeof detail);
-        rc = cfs_err_set(err, "reading %s failed: %s", a->name, detail);
+        rc = cfs_err_set(err, "reading %s failed: %s; " READ_FAILED_HINT, a->name, detail);
     } else {
         rc = cfs_h5_strings_from_raw(&a->plan.st, raw, (size_t)n, &d, out, err);
     }
@@ -188,7 +191,7 @@ static int read_locked(const h5_array *a, int ndim, const uint64_t *start, const
     } else if (H5Dread(dset, a->plan.mem, ms, fs, H5P_DEFAULT, out) < 0) {
         char detail[256];
         cfs_h5_error_detail(detail, sizeof detail);
-        rc = cfs_err_set(err, "reading %s failed: %s", a->name, detail);
+        rc = cfs_err_set(err, "reading %s failed: %s; " READ_FAILED_HINT, a->name, detail);
     }
     if (ms >= 0)
         H5Sclose(ms);
