@@ -4,25 +4,12 @@
 #include <string.h>
 
 #include "h5_dormant.h"
+#include "h5_filters.h"
 #include "h5_types.h"
 #include "hdf5_util.h"
 #include "utf8.h"
 
 /* Opening datasets: filters and chunk cache */
-
-static const char *filter_name(H5Z_filter_t id, const char *stored)
-{
-    switch (id) {
-    case 32000: return "lzf";
-    case 32001: return "blosc";
-    case 32004: return "lz4";
-    case 32008: return "bitshuffle";
-    case 32013: return "zfp";
-    case 32015: return "zstd";
-    case 307: return "bzip2";
-    default: return stored[0] ? stored : "unnamed";
-    }
-}
 
 /* Refuses at open a pipeline libhdf5 cannot decode, so the mount never lists an array whose
  * every chunk read would fail. */
@@ -40,9 +27,9 @@ static int check_filters(hid_t dcpl, cfs_err *err)
         unsigned info = 0;
         if (H5Zfilter_avail(id) <= 0 || H5Zget_filter_info(id, &info) < 0 ||
             !(info & H5Z_FILTER_CONFIG_DECODE_ENABLED))
-            return cfs_err_set(err, "it is compressed with HDF5 filter %d (%s), which this libhdf5 "
-                               "cannot decode; re-write the file with gzip compression or none",
-                               (int)id, filter_name(id, stored));
+            return cfs_err_set(err, "it is compressed with HDF5 filter %d (%s), which this version "
+                               "cannot decode; re-write it with gzip or no compression",
+                               (int)id, cfs_h5_filter_name(id, stored));
     }
     return 0;
 }
@@ -150,6 +137,9 @@ static void h5_array_free(void *ctx)
     free(a);
 }
 
+/* A dataset that opened but whose chunks do not read (truncated, a corrupt compressed chunk). */
+#define READ_FAILED_HINT "the file is damaged: re-download or re-create it"
+
 static int read_strings_ds(const h5_array *a, hid_t dset, hid_t ms, hid_t fs, uint64_t n,
                            char **out, cfs_strpool *pool, cfs_err *err)
 {
@@ -162,7 +152,7 @@ static int read_strings_ds(const h5_array *a, hid_t dset, hid_t ms, hid_t fs, ui
     if (xfer < 0 || H5Dread(dset, a->plan.mem, ms, fs, xfer, raw) < 0) {
         char detail[256];
         cfs_h5_error_detail(detail, sizeof detail);
-        rc = cfs_err_set(err, "reading %s failed: %s", a->name, detail);
+        rc = cfs_err_set(err, "reading %s failed: %s; " READ_FAILED_HINT, a->name, detail);
     } else {
         rc = cfs_h5_strings_from_raw(&a->plan.st, raw, (size_t)n, &d, out, err);
     }
@@ -201,7 +191,7 @@ static int read_locked(const h5_array *a, int ndim, const uint64_t *start, const
     } else if (H5Dread(dset, a->plan.mem, ms, fs, H5P_DEFAULT, out) < 0) {
         char detail[256];
         cfs_h5_error_detail(detail, sizeof detail);
-        rc = cfs_err_set(err, "reading %s failed: %s", a->name, detail);
+        rc = cfs_err_set(err, "reading %s failed: %s; " READ_FAILED_HINT, a->name, detail);
     }
     if (ms >= 0)
         H5Sclose(ms);

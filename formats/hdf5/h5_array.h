@@ -14,8 +14,8 @@
  * Opens loc/name as an array of the dataset model. The dataset stays open (with a chunk cache
  * sized for row-range reads when it is chunked and compressed) until the array is freed.
  * Compound datasets (rec-arrays, which live in uns and are small) are read whole at open
- * instead, so their variable-length string fields get exact fixed widths. Filters libhdf5
- * cannot decode (e.g. h5py's LZF) are refused here rather than at the first read.
+ * instead, so their variable-length string fields get exact fixed widths. Filters neither
+ * libhdf5 nor h5_filters.c decodes (e.g. ZFP) are refused here rather than at the first read.
  */
 int cfs_h5_array_open(hid_t loc, const char *name, cfs_array **out, cfs_err *err);
 

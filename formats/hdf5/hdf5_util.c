@@ -3,6 +3,7 @@
 #endif
 
 #include "hdf5_util.h"
+#include "h5_filters.h"
 #include "h5_types.h"
 
 #include <pthread.h>
@@ -44,6 +45,10 @@ static void h5_init(void)
      * failing on read-only media); it must be set before the library initialises. */
     setenv("HDF5_USE_FILE_LOCKING", "FALSE", 0);
 #endif
+    /* cellucid-fs's own filter decoders, before any file is opened: libhdf5 looks in its
+     * plugin folder only for ids not registered, so these are the ones used. */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    cfs_h5_filters_register();
 }
 
 void cfs_h5_lock(void)
