@@ -412,8 +412,8 @@ static const char *const mtx_extensions[] = {"_matrix.mtx", ".mtx", NULL};
 
 const cfs_format cfs_format_mtx = {
     .name = MTX_FORMAT,
-    .summary = "MatrixMarket matrices with their cell and gene lists (Cell Ranger, STARsolo, "
-               "kb-python, alevin-fry, sci-RNA-seq3 folders; GEO <prefix>matrix.mtx.gz files)",
+    .summary = "MatrixMarket matrices with their cell and gene lists (folders of one matrix, "
+               "GEO <prefix>matrix.mtx.gz files)",
     .extensions = mtx_extensions,
     .folders = true,
     .probe = mtx_probe,
