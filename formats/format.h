@@ -24,7 +24,8 @@ typedef struct cfs_format {
     /* Name endings of its files, longest first, NULL-terminated (NULL: none, a folder format):
      * which names a folder scan probes, and what the id rules strip from a file's name. */
     const char *const *extensions;
-    /* True if its inputs are folders. */
+    /* True if its inputs are folders (a format may take files too: the MatrixMarket reader
+     * takes a folder of one matrix and a GEO <prefix>matrix.mtx file). */
     bool folders;
     /* The container its files are (e.g. "HDF5"), for "not an HDF5 file" messages; or NULL. */
     const char *container;

@@ -32,6 +32,7 @@ struct cfs_mtx {
     char *label;
     cfs_text *text;             /* NULL once the entries are in memory */
     cfs_mtx_field field;
+    cfs_mtx_symmetry symmetry;
     uint64_t rows, cols, nnz_declared;
     uint64_t header_lines;      /* lines up to and including the size line */
     bool entry_unterminated;    /* the last entry read had no line end */
@@ -185,9 +186,18 @@ static int parse_header(cfs_mtx *m, cfs_err *err)
     else
         return line_error(m, err, "unknown MatrixMarket field '%.40s' (not integer, real or "
                           "pattern)", tok[3]);
-    if (strcasecmp(tok[4], "general") != 0)
-        return line_error(m, err, "a '%.40s' matrix; only general matrices are read (a count "
-                          "matrix is general)", tok[4]);
+    if (strcasecmp(tok[4], "general") == 0)
+        m->symmetry = CFS_MTX_GENERAL;
+    else if (strcasecmp(tok[4], "symmetric") == 0 || strcasecmp(tok[4], "hermitian") == 0)
+        m->symmetry = CFS_MTX_SYMMETRIC;   /* a real hermitian matrix is symmetric */
+    else if (strcasecmp(tok[4], "skew-symmetric") == 0)
+        m->symmetry = CFS_MTX_SKEW;
+    else
+        return line_error(m, err, "unknown MatrixMarket symmetry '%.40s' (not general, "
+                          "symmetric or skew-symmetric)", tok[4]);
+    if (m->symmetry == CFS_MTX_SKEW && m->field == CFS_MTX_PATTERN)
+        return line_error(m, err, "a skew-symmetric pattern matrix, which has no values to "
+                          "negate; write it as general");
     for (;;) {
         if ((rc = cfs_text_line(m->text, &line, &len, err)) < 0)
             return -1;
@@ -214,6 +224,10 @@ static int parse_header(cfs_mtx *m, cfs_err *err)
          (m->cols == 0 || (m->nnz_declared - 1) / m->cols >= m->rows)))
         return line_error(m, err, "the size line claims %llu entries, more than a %llu x %llu "
                           "matrix holds", (ull)m->nnz_declared, (ull)m->rows, (ull)m->cols);
+    if (m->symmetry != CFS_MTX_GENERAL && m->rows != m->cols)
+        return line_error(m, err, "a %s matrix of %llu x %llu: a symmetric matrix is square",
+                          m->symmetry == CFS_MTX_SKEW ? "skew-symmetric" : "symmetric",
+                          (ull)m->rows, (ull)m->cols);
     m->header_lines = cfs_text_lineno(m->text);
     return 0;
 }
@@ -247,6 +261,11 @@ void cfs_mtx_size(const cfs_mtx *m, uint64_t *rows, uint64_t *cols, uint64_t *nn
 cfs_mtx_field cfs_mtx_field_of(const cfs_mtx *m)
 {
     return m->field;
+}
+
+cfs_mtx_symmetry cfs_mtx_symmetry_of(const cfs_mtx *m)
+{
+    return m->symmetry;
 }
 
 uint64_t cfs_mtx_nnz(const cfs_mtx *m)
@@ -323,7 +342,7 @@ static int changed(const cfs_mtx *m, cfs_err *err)
  * row by minor index), summing duplicates. */
 static int sort_in_memory(cfs_mtx *m, cfs_err *err)
 {
-    uint64_t n = m->nnz_declared;
+    uint64_t n = (uint64_t)m->indptr[m->n_major];   /* with the mirrored entries */
     if (n > SIZE_MAX / sizeof(ent))
         return cfs_err_setc(err, CFS_ENOMEM, "out of memory sorting %s", m->label);
     ent *e = malloc((n ? n : 1) * sizeof *e);
@@ -335,7 +354,7 @@ static int sort_in_memory(cfs_mtx *m, cfs_err *err)
         rc = rewind_entries(m, err);
     for (uint64_t r = 0; rc == 0 && r < m->n_major; r++)
         fill[r] = (uint64_t)m->indptr[r];
-    for (uint64_t k = 0; rc == 0 && k < n; k++) {
+    for (uint64_t k = 0, pos = 0; rc == 0 && k < m->nnz_declared; k++) {
         uint64_t i, j;
         mval v;
         int got = next_entry(m, &i, &j, &v, err);
@@ -343,12 +362,24 @@ static int sort_in_memory(cfs_mtx *m, cfs_err *err)
             rc = got < 0 ? -1 : changed(m, err);
             break;
         }
-        uint64_t maj = m->by_column ? j : i;
-        if (fill[maj] >= (uint64_t)m->indptr[maj + 1]) {
-            rc = changed(m, err);
-            break;
+        /* a symmetric file lists one triangle: the entry stands for (i, j) and (j, i) */
+        int copies = m->symmetry != CFS_MTX_GENERAL && i != j ? 2 : 1;
+        for (int c = 0; c < copies; c++) {
+            uint64_t r = c ? j : i, q = c ? i : j;
+            mval w = v;
+            if (c && m->symmetry == CFS_MTX_SKEW) {
+                if (m->field == CFS_MTX_INTEGER)
+                    w.i = -v.i;
+                else
+                    w.d = -v.d;
+            }
+            uint64_t maj = m->by_column ? q : r;
+            if (fill[maj] >= (uint64_t)m->indptr[maj + 1]) {
+                rc = changed(m, err);
+                break;
+            }
+            e[fill[maj]++] = (ent){m->by_column ? r : q, pos++, w};
         }
-        e[fill[maj]++] = (ent){m->by_column ? i : j, k, v};
     }
     free(fill);
     /* sort each row, sum duplicates, compact in place */
@@ -434,6 +465,14 @@ int cfs_mtx_index(cfs_mtx *m, bool by_column, cfs_err *err)
         prev_major = maj;
         prev_minor = mn;
         m->indptr[maj + 1]++;
+        if (m->symmetry != CFS_MTX_GENERAL && i != j) {
+            /* the mirrored entry: held in memory, sorted with the others */
+            m->indptr[mn + 1]++;
+            sorted = false;
+            if (m->symmetry == CFS_MTX_SKEW && m->field == CFS_MTX_INTEGER && v.i == INT64_MIN)
+                return line_error(m, err, "value '%lld' cannot be negated for the mirrored "
+                                  "entry of a skew-symmetric matrix", (long long)v.i);
+        }
         if (m->field == CFS_MTX_INTEGER && (v.i < INT32_MIN || v.i > INT32_MAX))
             fits32 = false;
     }

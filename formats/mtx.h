@@ -1,6 +1,7 @@
 /*
  * MatrixMarket coordinate files (matrix.mtx, matrix.mtx.gz), read as a CSR matrix of the dataset
- * model: `%%MatrixMarket matrix coordinate integer|real|double|pattern general`, comment lines,
+ * model: `%%MatrixMarket matrix coordinate integer|real|double|pattern general|symmetric|
+ * skew-symmetric`, comment lines,
  * the size line `M N NNZ`, then NNZ entries `i j [value]` (1-based).
  *
  * Reading is in two steps so that the size line, which is untrusted, can be checked against the
@@ -17,7 +18,8 @@
  * engine's, or an export's) costs one more pass over the file and a backward read restarts from
  * the top. Otherwise (unsorted entries or duplicates, which are summed as scipy does) the
  * entries are sorted in memory at index time: about 40 bytes per entry at the peak (24 to
- * sort them, plus the result), 8-16 after.
+ * sort them, plus the result), 8-16 after. A symmetric file (one triangle listed, mirrored as
+ * scipy.io.mmread does; negated for skew-symmetric) is always held in memory.
  */
 #ifndef CFS_MTX_H
 #define CFS_MTX_H
@@ -37,6 +39,12 @@ typedef enum cfs_mtx_field {
     CFS_MTX_PATTERN      /* no values: each entry is 1 */
 } cfs_mtx_field;
 
+typedef enum cfs_mtx_symmetry {
+    CFS_MTX_GENERAL,
+    CFS_MTX_SYMMETRIC,   /* "symmetric" (or a real "hermitian"): one triangle, mirrored */
+    CFS_MTX_SKEW         /* "skew-symmetric": mirrored entries negated */
+} cfs_mtx_symmetry;
+
 typedef struct cfs_mtx cfs_mtx;
 
 /* Reads the header and the size line. label names the file in messages. -1 with a one-line
@@ -46,6 +54,7 @@ int cfs_mtx_open(const char *path, const char *label, cfs_mtx **out, cfs_err *er
 /* The size line. */
 void cfs_mtx_size(const cfs_mtx *m, uint64_t *rows, uint64_t *cols, uint64_t *nnz);
 cfs_mtx_field cfs_mtx_field_of(const cfs_mtx *m);
+cfs_mtx_symmetry cfs_mtx_symmetry_of(const cfs_mtx *m);
 
 /*
  * Reads every entry once and indexes the matrix as CSR whose major axis is the file's columns

@@ -29,8 +29,7 @@
 #include "csv.h"
 #include "strfmt.h"
 #include "format.h"
-#include "mtx.h"
-#include "names.h"
+#include "mex.h"
 #include "number.h"
 #include "path.h"
 #include "strset.h"
@@ -374,186 +373,38 @@ static int mex_locate(const outs_matrix *mx, mex_files *f, cfs_err *err)
     return 0;
 }
 
-/* Every line of a list file; empty lines are allowed only at its end. */
-static int read_list(const char *path, const char *label, str_list *out, cfs_err *err)
-{
-    cfs_text *t;
-    if (cfs_text_open(path, label, &t, err) < 0)
-        return -1;
-    char *line;
-    size_t len;
-    int rc;
-    uint64_t blank_at = 0;
-    while ((rc = cfs_text_line(t, &line, &len, err)) > 0) {
-        if (len == 0) {
-            if (!blank_at)
-                blank_at = cfs_text_lineno(t);
-            continue;
-        }
-        if (blank_at) {
-            rc = cfs_err_set(err, "%s: line %llu is empty; re-download the file or re-run Cell "
-                             "Ranger", label, (ull)blank_at);
-            break;
-        }
-        if (!cfs_text_terminated(t)) {
-            rc = cfs_err_set(err, "%s: its last line (%llu) has no line end, so the file looks "
-                             "cut short; re-download it or re-run Cell Ranger", label,
-                             (ull)cfs_text_lineno(t));
-            break;
-        }
-        if (str_list_push(out, strdup(line)) < 0) {
-            rc = cfs_err_oom(err);
-            break;
-        }
-    }
-    cfs_text_close(t);
-    if (rc < 0)
-        str_list_free(out);
-    return rc;
-}
-
-/* features.tsv / genes.tsv: id, symbol[, type, ...] -> var (index = symbols made unique,
- * gene_ids, feature_types), as scanpy's read_10x_mtx makes it. */
-static int mex_var(cfs_dataset *ds, const mex_files *f, str_list *lines, cfs_err *err)
-{
-    uint64_t n = lines->n;
-    size_t cells = n ? (size_t)n : 1;
-    char **ids = calloc(cells, sizeof *ids), **names = calloc(cells, sizeof *names);
-    char **types = f->legacy_genes ? NULL : calloc(cells, sizeof *types);
-    int rc = ids && names && (f->legacy_genes || types) ? 0 : cfs_err_oom(err);
-    for (uint64_t i = 0; rc == 0 && i < n; i++) {
-        char *fld[3];
-        long nf = cfs_csv_split(lines->v[i], '\t', fld, 3);
-        long need = f->legacy_genes ? 2 : 3;
-        if (nf < need) {
-            rc = cfs_err_set(err, "%s: line %llu has %ld tab-separated field%s where Cell Ranger "
-                             "writes %s; re-download the file or re-run Cell Ranger",
-                             f->features_rel, (ull)i + 1, nf < 0 ? 0 : nf, nf == 1 ? "" : "s",
-                             f->legacy_genes ? "2 (id, symbol)" : "3 (id, name, type)");
-            break;
-        }
-        if (!(ids[i] = strdup(fld[0])) || !(names[i] = strdup(fld[1])) ||
-            (types && !(types[i] = strdup(fld[2]))))
-            rc = cfs_err_oom(err);
-    }
-    size_t changed;
-    if (rc == 0 && cfs_names_make_unique(names, (size_t)n, &changed) < 0)
-        rc = cfs_err_oom(err);
-    if (rc < 0) {
-        for (uint64_t i = 0; i < n; i++) {
-            if (ids)
-                free(ids[i]);
-            if (names)
-                free(names[i]);
-            if (types)
-                free(types[i]);
-        }
-        free(ids);
-        free(names);
-        free(types);
-        return -1;
-    }
-    cfs_elem *var = cfs_elem_new(CFS_EL_DATAFRAME, "var");
-    cfs_elem *index = strings_elem("_index", names, n);
-    cfs_elem *gid = strings_elem("gene_ids", ids, n);
-    cfs_elem *ft = types ? strings_elem("feature_types", types, n) : NULL;
-    if (!var || !index || !(var->index_name = strdup("_index"))) {
-        cfs_elem_free(var);
-        cfs_elem_free(index);
-        cfs_elem_free(gid);
-        cfs_elem_free(ft);
-        return cfs_err_oom(err);
-    }
-    var->index = index;
-    /* add() frees what it could not add; ft must not be lost when gid failed. */
-    rc = add(var, gid, err);
-    if (rc == 0 && ft)
-        rc = add(var, ft, err);
-    else if (ft)
-        cfs_elem_free(ft);
-    if (rc < 0) {
-        cfs_elem_free(var);
-        return -1;
-    }
-    return add(ds->root, var, err);
-}
-
-static int mex_obs(cfs_dataset *ds, str_list *barcodes, cfs_err *err)
-{
-    uint64_t n = barcodes->n;
-    char **v = barcodes->v;
-    barcodes->v = NULL;
-    barcodes->n = barcodes->cap = 0;
-    if (!v && !(v = calloc(1, sizeof *v)))
-        return cfs_err_oom(err);
-    cfs_elem *obs = cfs_elem_new(CFS_EL_DATAFRAME, "obs");
-    cfs_elem *index = strings_elem("_index", v, n);
-    if (!obs || !index || !(obs->index_name = strdup("_index"))) {
-        cfs_elem_free(obs);
-        cfs_elem_free(index);
-        return cfs_err_oom(err);
-    }
-    obs->index = index;
-    return add(ds->root, obs, err);
-}
-
 static int open_mex(const char *path, const outs_matrix *mx, cfs_dataset **out, cfs_err *err)
 {
     mex_files f;
-    str_list barcodes = {0}, features = {0};
-    cfs_mtx *m = NULL;
-    cfs_dataset *ds = NULL;
     int rc = mex_locate(mx, &f, err);
-    if (rc == 0)
-        rc = read_list(f.barcodes, f.barcodes_rel, &barcodes, err);
-    if (rc == 0)
-        rc = read_list(f.features, f.features_rel, &features, err);
-    if (rc == 0)
-        rc = cfs_mtx_open(f.matrix, f.matrix_rel, &m, err);
     if (rc == 0) {
-        uint64_t rows, cols, nnz;
-        cfs_mtx_size(m, &rows, &cols, &nnz);
-        /* Checked before the index allocates anything for the size line's claims. */
-        if (rows != features.n || cols != barcodes.n)
-            rc = cfs_err_set(err, "%s is %llu x %llu (its size line) but %s lists %zu features "
-                             "and %s %zu barcodes: the files do not belong together; copy the "
-                             "whole folder from one Cell Ranger run", f.matrix_rel, (ull)rows,
-                             (ull)cols, f.features_rel, features.n, f.barcodes_rel, barcodes.n);
+        cfs_mex_spec spec = {
+            .matrix = {f.matrix, f.matrix_rel},
+            .cells = {f.barcodes, f.barcodes_rel},
+            .genes = {f.features, f.features_rel},
+            .gene_fields = f.legacy_genes ? 2 : 3,
+            .fixed = true,   /* Cell Ranger writes genes x cells */
+            .redo = "re-download the file or re-run Cell Ranger",
+            .regroup = "copy the whole folder from one Cell Ranger run",
+        };
+        rc = cfs_mex_open(path, &spec, out, err);
     }
-    if (rc == 0)
-        rc = cfs_mtx_index(m, true, err);
-    if (rc == 0 && (!(ds = cfs_dataset_new(path)) ||
-                    !(ds->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))))
-        rc = cfs_err_oom(err);
-    if (rc == 0) {
-        ds->n_obs = barcodes.n;
-        ds->n_vars = features.n;
-        rc = mex_obs(ds, &barcodes, err);
-    }
-    if (rc == 0)
-        rc = mex_var(ds, &f, &features, err);
-    if (rc == 0)
-        rc = add(ds->root, cfs_mtx_sparse(m, "X"), err);
     for (size_t i = 1; rc == 0 && i < mx->genomes.n; i++) {
         char element[300];
         snprintf(element, sizeof element, "genome %s", mx->genomes.v[i]);
-        if (cfs_dataset_leave_out(ds, element, "%s%s/ holds one matrix per genome and only the "
-                                  "first, '%s', is served; to serve '%s', open %s%s/%s alone",
+        if (cfs_dataset_leave_out(*out, element, "%s%s/ holds one matrix per genome and only "
+                                  "the first, '%s', is served; to serve '%s', open %s%s/%s alone",
                                   mx->base_rel, LEGACY_MEX_DIR, mx->genomes.v[0],
                                   mx->genomes.v[i], mx->base_rel, LEGACY_MEX_DIR,
                                   mx->genomes.v[i]) < 0)
             rc = cfs_err_oom(err);
     }
-    cfs_mtx_close(m);
-    str_list_free(&barcodes);
-    str_list_free(&features);
     mex_files_free(&f);
-    if (rc < 0) {
-        cfs_dataset_free(ds);
-        return -1;
+    if (rc < 0 && *out) {
+        cfs_dataset_free(*out);
+        *out = NULL;
     }
-    *out = ds;
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -13,6 +13,7 @@ extern const cfs_format cfs_format_h5ad;
 extern const cfs_format cfs_format_loom;
 extern const cfs_format cfs_format_tenx;
 extern const cfs_format cfs_format_outs;
+extern const cfs_format cfs_format_mtx;
 
 /* Asked in this order; on equal bids the earlier one wins, and the first explain that knows an
  * input gives the reason it is refused. */
@@ -21,6 +22,7 @@ static const cfs_format *const builtin[] = {
     &cfs_format_loom,
     &cfs_format_tenx,
     &cfs_format_outs,
+    &cfs_format_mtx,
     NULL,
 };
 

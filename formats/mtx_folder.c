@@ -1,0 +1,422 @@
+/*
+ * MatrixMarket inputs outside Cell Ranger run folders, recognised by their files (never by the
+ * folder's name), each read by formats/mex.c:
+ *
+ *   a folder holding one unprefixed matrix (a folder input, named after the folder):
+ *     Cell Ranger >= 3, STARsolo   matrix.mtx[.gz]  features.tsv[.gz]  barcodes.tsv[.gz]
+ *     Cell Ranger 2                matrix.mtx       genes.tsv          barcodes.tsv
+ *     kb-python (cells x genes)    cells_x_genes.mtx  .genes.txt (+ .genes.names.txt)  .barcodes.txt
+ *     alevin-fry (cells x genes)   quants_mat.mtx[.gz]  quants_mat_cols.txt  quants_mat_rows.txt
+ *     sci-RNA-seq3                 gene_count.mtx[.gz]  gene_annotate.csv[.gz]  cell_annotate.csv[.gz]
+ *                                  (tables with headers: their columns become var/obs columns)
+ *   a matrix file with a prefix (GEO uploads, one prefix per sample, several per folder; the
+ *   input is the matrix file, named after its prefix):
+ *     <P>matrix.mtx[.gz]  <P>features.tsv[.gz] or <P>genes.tsv[.gz]  <P>barcodes.tsv[.gz]
+ *
+ * Orientation comes from the lists' lengths (mex.c), a square matrix from the producer's
+ * convention. A cell table's <x>umap_1, <x>umap_2 ... columns (also tSNE) are obsm X_<x>_umap;
+ * otherwise the dataset has no embedding and its no_embedding_hint says how to add one.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* strdup */
+#endif
+
+#include "format.h"
+#include "mex.h"
+#include "path.h"
+#include "strfmt.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#define MTX_FORMAT "mtx"
+#define BID_FOLDER 60
+#define BID_FILE 60
+
+#define NO_EMBEDDING                                                                           \
+    "a MatrixMarket matrix holds no embedding; open the whole Cell Ranger outs/ folder (its "  \
+    "analysis/ projections), or put a cell table with UMAP/tSNE columns next to the matrix, "  \
+    "or compute one (scanpy's sc.tl.umap), save it as .h5ad and open that"
+
+#define REDO "re-download the file or copy it again from the pipeline's output"
+#define REGROUP "copy the matrix and its lists from one run of the pipeline"
+
+typedef struct layout {
+    const char *producer;
+    const char *matrix;              /* the matrix name without .gz */
+    const char *cells, *genes;       /* names without .gz */
+    const char *alt_genes;           /* another gene list name (Cell Ranger 2), or NULL */
+    const char *gene_names;          /* optional names list, or NULL */
+    bool cells_are_rows, tables;
+} layout;
+
+static const layout layouts[] = {
+    {"Cell Ranger >= 3 / STARsolo", "matrix.mtx", "barcodes.tsv", "features.tsv", "genes.tsv",
+     NULL, false, false},
+    {"kb-python", "cells_x_genes.mtx", "cells_x_genes.barcodes.txt", "cells_x_genes.genes.txt",
+     NULL, "cells_x_genes.genes.names.txt", true, false},
+    {"alevin-fry", "quants_mat.mtx", "quants_mat_rows.txt", "quants_mat_cols.txt", NULL, NULL,
+     true, false},
+    {"sci-RNA-seq3", "gene_count.mtx", "cell_annotate.csv", "gene_annotate.csv", NULL, NULL,
+     false, true},
+};
+#define NLAYOUTS (sizeof layouts / sizeof layouts[0])
+
+static bool is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* dir/<prefix><name>[.gz]: the path of the one that exists (plain first), or NULL; *found
+ * false when neither does. NULL with *found true on allocation failure. */
+static char *sidecar(const char *dir, const char *prefix, const char *name, bool *found)
+{
+    *found = false;
+    for (int gz = 0; gz < 2; gz++) {
+        char *base = cfs_strdupf("%s%s%s", prefix, name, gz ? ".gz" : "");
+        char *p = base ? cfs_path_join(dir, base) : NULL;
+        free(base);
+        if (!p) {
+            *found = true;
+            return NULL;
+        }
+        if (is_file(p)) {
+            *found = true;
+            return p;
+        }
+        free(p);
+    }
+    return NULL;
+}
+
+/* The layout whose matrix name `name` is (with or without .gz), or -1. */
+static int layout_of(const char *name)
+{
+    size_t n = strlen(name);
+    if (n > 3 && strcmp(name + n - 3, ".gz") == 0)
+        n -= 3;
+    for (size_t i = 0; i < NLAYOUTS; i++)
+        if (strlen(layouts[i].matrix) == n && strncmp(name, layouts[i].matrix, n) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* "<P>matrix.mtx[.gz]" with P not empty: the length of P, else 0. */
+static size_t prefix_of(const char *name)
+{
+    size_t n = strlen(name);
+    if (n > 3 && strcmp(name + n - 3, ".gz") == 0)
+        n -= 3;
+    size_t m = strlen("matrix.mtx");
+    if (n > m && strncmp(name + n - m, "matrix.mtx", m) == 0)
+        return n - m;
+    return 0;
+}
+
+/* The folder's one unprefixed matrix: its name (malloc'd) in *name, or 0 if it holds none or
+ * several; -1 on failure. */
+static int folder_matrix(const char *dir, char **name)
+{
+    *name = NULL;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    int found = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || layout_of(e->d_name) < 0)
+            continue;
+        /* matrix.mtx and matrix.mtx.gz side by side are one matrix (the plain one is read) */
+        if (*name) {
+            size_t a = strlen(*name), b = strlen(e->d_name);
+            bool same = (a + 3 == b && strncmp(*name, e->d_name, a) == 0) ||
+                        (b + 3 == a && strncmp(*name, e->d_name, b) == 0);
+            if (!same) {
+                found = 2;
+                break;
+            }
+            if (b < a) {
+                free(*name);
+                if (!(*name = strdup(e->d_name))) {
+                    closedir(d);
+                    return -1;
+                }
+            }
+            continue;
+        }
+        if (!(*name = strdup(e->d_name))) {
+            closedir(d);
+            return -1;
+        }
+        found = 1;
+    }
+    closedir(d);
+    if (found != 1) {
+        free(*name);
+        *name = NULL;
+        return 0;
+    }
+    char *p = cfs_path_join(dir, *name);
+    bool ok = p && is_file(p);
+    free(p);
+    if (!ok) {
+        free(*name);
+        *name = NULL;
+    }
+    return ok ? 1 : 0;
+}
+
+/* The files of the matrix dir/name; -1 with a reason naming what is missing. */
+typedef struct found_files {
+    char *matrix, *cells, *genes, *gene_names;
+    char *matrix_rel, *cells_rel, *genes_rel, *gene_names_rel;
+    int layout;        /* -1: a prefixed (GEO) matrix */
+    bool legacy_genes;
+} found_files;
+
+static void found_free(found_files *f)
+{
+    free(f->matrix);
+    free(f->cells);
+    free(f->genes);
+    free(f->gene_names);
+    free(f->matrix_rel);
+    free(f->cells_rel);
+    free(f->genes_rel);
+    free(f->gene_names_rel);
+    memset(f, 0, sizeof *f);
+}
+
+static char *base_of(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return strdup(s ? s + 1 : path);
+}
+
+/* The file's base name (malloc'd) in rel's words: "<rel><base>". */
+static char *rel_name(const char *rel, const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return cfs_strdupf("%s%s", rel, s ? s + 1 : path);
+}
+
+/* The sidecars of the matrix dir/name. rel: the folder's part of the names in messages ("" for
+ * a file input's siblings). -1 with a reason naming what is missing. */
+static int locate(const char *dir, const char *rel, const char *name, found_files *f,
+                  cfs_err *err)
+{
+    memset(f, 0, sizeof *f);
+    f->layout = layout_of(name);
+    size_t pl = f->layout < 0 ? prefix_of(name) : 0;
+    const layout *l = f->layout >= 0 ? &layouts[f->layout] : NULL;
+    const char *cells = l ? l->cells : "barcodes.tsv";
+    const char *genes = l ? l->genes : "features.tsv";
+    const char *alt = l ? l->alt_genes : "genes.tsv";
+    char *prefix = strndup(name, pl);
+    bool ok = prefix != NULL, found;
+    int rc = 0;
+    if (ok) {
+        f->matrix = cfs_path_join(dir, name);
+        f->matrix_rel = cfs_strdupf("%s%s", rel, name);
+        f->cells = sidecar(dir, prefix, cells, &found);
+        ok = f->matrix && f->matrix_rel && found == (f->cells != NULL);
+        if (ok && !found)
+            rc = cfs_err_set(err, "%s%s has no %s%s[.gz] next to it (the cell list); %s", rel,
+                             name, prefix, cells, REGROUP);
+    }
+    if (ok && rc == 0) {
+        f->genes = sidecar(dir, prefix, genes, &found);
+        if (!f->genes && !found && alt) {
+            f->genes = sidecar(dir, prefix, alt, &found);
+            f->legacy_genes = f->genes != NULL;
+        }
+        ok = found == (f->genes != NULL);
+        if (ok && !found)
+            rc = cfs_err_set(err, "%s%s has no %s%s[.gz]%s%s%s next to it (the gene list); %s",
+                             rel, name, prefix, genes, alt ? " or " : "", alt ? prefix : "",
+                             alt ? alt : "", REGROUP);
+    }
+    if (ok && rc == 0 && l && l->gene_names) {
+        f->gene_names = sidecar(dir, prefix, l->gene_names, &found);
+        ok = found == (f->gene_names != NULL);
+    }
+    free(prefix);
+    if (ok && rc == 0) {
+        f->cells_rel = rel_name(rel, f->cells);
+        f->genes_rel = rel_name(rel, f->genes);
+        f->gene_names_rel = f->gene_names ? rel_name(rel, f->gene_names) : NULL;
+        ok = f->cells_rel && f->genes_rel && (!f->gene_names || f->gene_names_rel);
+    }
+    if (!ok)
+        rc = cfs_err_oom(err);
+    if (rc < 0)
+        found_free(f);
+    return rc;
+}
+
+/* The text at the start of a file (inflated for a .gz) begins with %%MatrixMarket. */
+static bool mm_header(cfs_probe_input *in)
+{
+    size_t len = 0;
+    const unsigned char *h = cfs_probe_compression(in) ? cfs_probe_peek(in, &len)
+                                                       : cfs_probe_head(in, &len);
+    return h && len >= 14 && strncasecmp((const char *)h, "%%MatrixMarket", 14) == 0;
+}
+
+static int mtx_probe(cfs_probe_input *in)
+{
+    const char *path = cfs_probe_path(in);
+    if (cfs_probe_is_dir(in)) {
+        char *name;
+        if (folder_matrix(path, &name) != 1)
+            return 0;
+        found_files f;
+        cfs_err err = {0};
+        int rc = locate(path, "", name, &f, &err);
+        free(name);
+        found_free(&f);
+        return rc == 0 ? BID_FOLDER : 0;
+    }
+    /* a matrix file: a prefixed one (GEO), or a layout's matrix given as the input */
+    const char *name = cfs_probe_name(in);
+    if ((layout_of(name) < 0 && prefix_of(name) == 0) || !mm_header(in))
+        return 0;
+    char *dir = strdup(path);
+    char *slash = dir ? strrchr(dir, '/') : NULL;
+    if (!dir)
+        return 0;
+    if (slash)
+        *slash = '\0';
+    found_files f;
+    cfs_err err = {0};
+    int rc = locate(slash ? (dir[0] ? dir : "/") : ".", "", name, &f, &err);
+    found_free(&f);
+    free(dir);
+    return rc == 0 ? BID_FILE : 0;
+}
+
+/* A matrix file that is not one (no sidecars, no header) is explained when its name says
+ * MatrixMarket. */
+static int mtx_explain(cfs_probe_input *in, cfs_err *err)
+{
+    const char *name = cfs_probe_name(in);
+    size_t n = strlen(name);
+    bool gz = n > 3 && strcmp(name + n - 3, ".gz") == 0;
+    size_t e = gz ? n - 3 : n;
+    if (cfs_probe_is_dir(in) || e < 4 || strncasecmp(name + e - 4, ".mtx", 4) != 0)
+        return 0;
+    if (!mm_header(in))
+        return cfs_err_setc(err, CFS_EDAMAGED, "not a MatrixMarket file (it does not start with "
+                            "%%%%MatrixMarket); %s", REDO);
+    if (layout_of(name) < 0 && prefix_of(name) == 0)
+        return cfs_err_setc(err, CFS_EREFUSED, "a MatrixMarket matrix whose cell and gene "
+                            "lists cannot be found by its name (this version reads "
+                            "<prefix>matrix.mtx[.gz] with <prefix>barcodes.tsv[.gz] and "
+                            "<prefix>features.tsv[.gz], and the Cell Ranger, STARsolo, "
+                            "kb-python, alevin-fry and sci-RNA-seq3 names); rename the files so");
+    char *dir = strdup(cfs_probe_path(in));
+    char *slash = dir ? strrchr(dir, '/') : NULL;
+    if (!dir)
+        return cfs_err_oom(err);
+    if (slash)
+        *slash = '\0';
+    found_files f;
+    int rc = locate(slash ? (dir[0] ? dir : "/") : ".", "", name, &f, err);
+    found_free(&f);
+    free(dir);
+    if (rc < 0 && err->status == CFS_EFAIL)
+        err->status = CFS_EREFUSED;
+    return rc < 0 ? -1 : 1;
+}
+
+static int mtx_open(const char *path, cfs_dataset **out, cfs_err *err)
+{
+    *out = NULL;
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return cfs_err_set(err, "cannot be read");
+    char *dir = NULL, *name = NULL;
+    const char *rel = "";
+    if (S_ISDIR(st.st_mode)) {
+        int rc = folder_matrix(path, &name);
+        if (rc < 0)
+            return cfs_err_oom(err);
+        if (rc == 0)
+            return cfs_err_set(err, "a folder without exactly one MatrixMarket matrix "
+                               "(matrix.mtx[.gz], cells_x_genes.mtx, quants_mat.mtx or "
+                               "gene_count.mtx[.gz]); open the folder of one matrix");
+        dir = strdup(path);
+    } else {
+        dir = strdup(path);
+        char *slash = dir ? strrchr(dir, '/') : NULL;
+        name = base_of(path);
+        if (dir && slash)
+            *slash = '\0';
+        else if (dir) {
+            free(dir);
+            dir = strdup(".");
+        }
+        if (dir && !dir[0]) {
+            free(dir);
+            dir = strdup("/");
+        }
+    }
+    if (!dir || !name) {
+        free(dir);
+        free(name);
+        return cfs_err_oom(err);
+    }
+    found_files f;
+    int rc = locate(dir, rel, name, &f, err);
+    if (rc == 0) {
+        const layout *l = f.layout >= 0 ? &layouts[f.layout] : NULL;
+        cfs_mex_spec spec = {
+            .matrix = {f.matrix, f.matrix_rel},
+            .cells = {f.cells, f.cells_rel},
+            .genes = {f.genes, f.genes_rel},
+            .gene_names = {f.gene_names, f.gene_names_rel},
+            .cells_table = l && l->tables,
+            .genes_table = l && l->tables,
+            .list_headers = !l,
+            .cells_are_rows = l && l->cells_are_rows,
+            .redo = REDO,
+            .regroup = REGROUP,
+        };
+        rc = cfs_mex_open(path, &spec, out, err);
+        const char *producer = !l ? "GEO-style <prefix>matrix.mtx"
+                             : f.layout == 0 && f.legacy_genes ? "Cell Ranger 2"
+                             : l->producer;
+        if (rc == 0 && !((*out)->format_version = cfs_strdupf("MatrixMarket (%s: %s)",
+                                                              producer, f.matrix_rel)))
+            rc = cfs_err_oom(err);
+        cfs_elem *obsm = rc == 0 ? cfs_elem_child((*out)->root, "obsm") : NULL;
+        if (rc == 0 && (!obsm || obsm->nchildren == 0) &&
+            !((*out)->no_embedding_hint = strdup(NO_EMBEDDING)))
+            rc = cfs_err_oom(err);
+        if (rc < 0 && *out) {
+            cfs_dataset_free(*out);
+            *out = NULL;
+        }
+    }
+    found_free(&f);
+    free(dir);
+    free(name);
+    return rc;
+}
+
+static const char *const mtx_extensions[] = {"_matrix.mtx", ".mtx", NULL};
+
+const cfs_format cfs_format_mtx = {
+    .name = MTX_FORMAT,
+    .summary = "MatrixMarket matrices with their cell and gene lists (folders of one matrix, "
+               "GEO <prefix>matrix.mtx.gz files)",
+    .extensions = mtx_extensions,
+    .folders = true,
+    .probe = mtx_probe,
+    .open = mtx_open,
+    .explain = mtx_explain,
+};
