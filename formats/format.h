@@ -19,7 +19,7 @@
 typedef struct cfs_format {
     /* The registry name: ds->format, inspect's "format", datasets.json. */
     const char *name;
-    /* One line for people, e.g. "AnnData .h5ad files (anndata 0.8 or later)". */
+    /* One line for people, e.g. "Loom files (.loom, loompy 2 and 3 and older)". */
     const char *summary;
     /* Name endings of its files, longest first, NULL-terminated (NULL: none, a folder format):
      * which names a folder scan probes, and what the id rules strip from a file's name. */

@@ -121,6 +121,11 @@ typedef struct h5_array {
     cfs_h5_dset *dset;
     cfs_h5_type_plan plan;
     char *name;       /* for messages */
+    /* A field array (one member of a 1-d compound dataset): plan.mem is a compound of that one
+     * member, the dataset's one axis is the array's first; per_row > 1 for a member of an HDF5
+     * array type [k], whose k values are the array's second axis. */
+    bool field;
+    uint64_t per_row;
 } h5_array;
 
 static void h5_array_free(void *ctx)
@@ -180,11 +185,11 @@ static int read_locked(const h5_array *a, int ndim, const uint64_t *start, const
     hid_t dset = cfs_h5_dset_id(a->dset, err);
     if (dset < 0)
         return -1;
-    hsize_t hn = n;
+    hsize_t hn = a->field ? n / a->per_row : n; /* field arrays: whole records */
     hid_t fs = H5Dget_space(dset);
     hid_t ms = H5Screate_simple(1, &hn, NULL);
     int rc = 0;
-    if (fs < 0 || ms < 0 || select_slab(fs, ndim, start, count) < 0) {
+    if (fs < 0 || ms < 0 || select_slab(fs, a->field ? 1 : ndim, start, count) < 0) {
         rc = cfs_err_set(err, "reading %s failed: the selection cannot be made", a->name);
     } else if (a->plan.dtype == CFS_STRING) {
         rc = read_strings_ds(a, dset, ms, fs, n, out, pool, err);
@@ -197,6 +202,28 @@ static int read_locked(const h5_array *a, int ndim, const uint64_t *start, const
         H5Sclose(ms);
     if (fs >= 0)
         H5Sclose(fs);
+    return rc;
+}
+
+static int h5_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count, void *out,
+                   cfs_strpool *pool, cfs_err *err);
+
+/* A field array of [k] values read for fewer than its k columns: whole records, then the
+ * columns asked for. */
+static int field_columns_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                              void *out, cfs_err *err)
+{
+    const h5_array *a = arr->ctx;
+    size_t es = cfs_dtype_size(arr->dtype);
+    uint64_t s2[2] = {start[0], 0}, c2[2] = {count[0], a->per_row};
+    unsigned char *tmp = cfs_h5_alloc_elems(count[0] * a->per_row, es, err);
+    if (!tmp)
+        return -1;
+    int rc = h5_read(arr, s2, c2, tmp, NULL, err);
+    for (uint64_t r = 0; rc == 0 && r < count[0]; r++)
+        memcpy((unsigned char *)out + r * count[1] * es, tmp + (r * a->per_row + start[1]) * es,
+               (size_t)count[1] * es);
+    free(tmp);
     return rc;
 }
 
@@ -213,6 +240,8 @@ static int h5_read(const cfs_array *arr, const uint64_t *start, const uint64_t *
     }
     if (n == 0)
         return 0;
+    if (a->field && a->per_row > 1 && (start[1] != 0 || count[1] != a->per_row))
+        return field_columns_read(arr, start, count, out, err);
     cfs_h5_lock();
     int rc = read_locked(a, arr->ndim, start, count, n, out, pool, err);
     cfs_h5_unlock();
@@ -557,6 +586,133 @@ int cfs_h5_array_open(hid_t loc, const char *name, cfs_array **out, cfs_err *err
     *out = NULL;
     cfs_h5_lock();
     int rc = array_open_locked(loc, name, out, err);
+    cfs_h5_unlock();
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Field arrays: one member of a 1-d compound dataset, read on demand */
+
+/* What the member values are (numbers, bools or strings; HDF5 arrays [k] of numbers): plans
+ * a's read as a compound of that one member. */
+static int field_plan(hid_t ftype, unsigned i, h5_array *a, uint64_t *k, cfs_err *err)
+{
+    char *mname = H5Tget_member_name(ftype, i);
+    hid_t mt = H5Tget_member_type(ftype, i), base = -1, inner = -1;
+    int rc = 0;
+    *k = 1;
+    if (!mname || mt < 0) {
+        rc = cfs_err_set(err, "a record field cannot be described");
+    } else if (H5Tget_class(mt) == H5T_ARRAY) {
+        hsize_t dims[H5S_MAX_RANK];
+        int rank = H5Tget_array_ndims(mt);
+        base = H5Tget_super(mt);
+        H5T_class_t bc = base >= 0 ? H5Tget_class(base) : H5T_NO_CLASS;
+        if (rank != 1 || H5Tget_array_dims2(mt, dims) != 1)
+            rc = cfs_err_set(err, "its field '%s' holds %d-d values; only 1-d ones are supported",
+                             mname, rank);
+        else if (bc != H5T_INTEGER && bc != H5T_FLOAT &&
+                 !(bc == H5T_ENUM && cfs_h5_is_bool_enum(base)))
+            rc = cfs_err_set(err, "its field '%s' holds arrays that are not numbers", mname);
+        else if (dims[0] == 0 || dims[0] > CFS_H5_MAX_AXIS)
+            rc = cfs_err_set(err, "its field '%s' holds arrays of %llu values", mname,
+                             (unsigned long long)dims[0]);
+        else
+            *k = dims[0];
+    }
+    hid_t elem = base >= 0 ? base : mt;
+    if (rc == 0 && cfs_h5_plan_type(elem, &a->plan, err) < 0)
+        rc = -1;
+    if (rc == 0 && a->plan.dtype == CFS_COMPOUND)
+        rc = cfs_err_set(err, "its field '%s' holds records (nested records are not supported)",
+                         mname);
+    if (rc == 0 && *k > 1) {
+        hsize_t d = *k;
+        if ((inner = H5Tarray_create2(a->plan.mem, 1, &d)) < 0)
+            rc = cfs_err_set(err, "libhdf5 could not make an array type");
+    }
+    if (rc == 0) {
+        hid_t mem = inner >= 0 ? inner : a->plan.mem;
+        hid_t wrap = H5Tcreate(H5T_COMPOUND, H5Tget_size(mem));
+        if (wrap < 0 || H5Tinsert(wrap, mname, 0, mem) < 0) {
+            if (wrap >= 0)
+                H5Tclose(wrap);
+            rc = cfs_err_set(err, "libhdf5 could not make a record type");
+        } else {
+            H5Tclose(a->plan.mem);
+            a->plan.mem = wrap;
+        }
+    }
+    if (inner >= 0)
+        H5Tclose(inner);
+    if (base >= 0)
+        H5Tclose(base);
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (mname)
+        H5free_memory(mname);
+    return rc;
+}
+
+static int field_open_locked(hid_t loc, const char *name, unsigned member, cfs_array **out,
+                             cfs_err *err)
+{
+    hid_t dapl;
+    hid_t dset = dataset_open(loc, name, &dapl, err);
+    if (dset < 0)
+        return -1;
+    hid_t type = H5Dget_type(dset);
+    uint64_t shape[CFS_MAX_DIMS], k = 1;
+    int ndim = 0, rc = 0;
+    h5_array *a = calloc(1, sizeof *a);
+    cfs_array *arr = NULL;
+    if (!a)
+        rc = cfs_err_oom(err);
+    else
+        a->plan.mem = -1;
+    if (rc == 0 && (type < 0 || H5Tget_class(type) != H5T_COMPOUND ||
+                    H5Tget_nmembers(type) <= (int)member))
+        rc = cfs_err_set(err, "'%s' has no record field %u", name, member);
+    if (rc == 0 && dataset_shape(dset, name, &ndim, shape, err) < 0)
+        rc = -1;
+    if (rc == 0 && ndim != 1)
+        rc = cfs_err_set(err, "'%s' is a %d-d record array, not 1-d", name, ndim);
+    if (rc == 0 && field_plan(type, member, a, &k, err) < 0)
+        rc = -1;
+    if (rc == 0 && shape[0] > CFS_H5_MAX_ELEMS / k)
+        rc = cfs_err_set(err, "'%s' claims more than 2^50 elements (a corrupt header?)", name);
+    if (rc == 0 && !(a->name = strdup(name)))
+        rc = cfs_err_oom(err);
+    if (rc == 0) {
+        a->field = true;
+        a->per_row = k;
+        shape[1] = k;
+        if (!(arr = cfs_array_new(a->plan.dtype, k > 1 ? 2 : 1, shape, &h5_array_ops, a)))
+            rc = cfs_err_oom(err);
+    }
+    if (type >= 0)
+        H5Tclose(type);
+    if (rc < 0) {
+        h5_array_free(a);
+        H5Dclose(dset);
+        if (dapl != H5P_DEFAULT)
+            H5Pclose(dapl);
+        return -1;
+    }
+    if (!(a->dset = cfs_h5_dset_keep(dset, dapl, err))) {
+        cfs_array_unref(arr); /* frees a */
+        return -1;
+    }
+    *out = arr;
+    return 0;
+}
+
+int cfs_h5_field_array_open(hid_t loc, const char *name, unsigned member, cfs_array **out,
+                            cfs_err *err)
+{
+    *out = NULL;
+    cfs_h5_lock();
+    int rc = field_open_locked(loc, name, member, out, err);
     cfs_h5_unlock();
     return rc;
 }

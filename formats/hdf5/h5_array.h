@@ -19,4 +19,12 @@
  */
 int cfs_h5_array_open(hid_t loc, const char *name, cfs_array **out, cfs_err *err);
 
+/*
+ * One field (member) of a 1-d compound dataset as an array of its own, read on demand: anndata
+ * <= 0.6 wrote obs, var, obsm and varm as such record datasets. A field of numbers, bools or
+ * strings is 1-d; a field of HDF5 arrays of k numbers (an obsm embedding) is n x k.
+ */
+int cfs_h5_field_array_open(hid_t loc, const char *name, unsigned member, cfs_array **out,
+                            cfs_err *err);
+
 #endif

@@ -1,8 +1,10 @@
 /*
- * AnnData .h5ad (anndata >= 0.8, the "encoding" era): builds the dataset model from metadata.
- * Every element is dispatched on its encoding-type attribute, as anndata's own reader does;
- * elements without one are read the way anndata 0.8 reads them (datasets as arrays, groups as
- * dicts). Files written by older anndata are recognised and refused with what to do.
+ * AnnData .h5ad: builds the dataset model from metadata. Every element is dispatched on its
+ * encoding-type attribute, as anndata's own reader does; elements without one are read the way
+ * anndata reads them (datasets as arrays, groups as dicts, h5sparse groups as sparse). Files
+ * written before anndata 0.8 (no encoding on the root: anndata 0.7, anndata <= 0.6 and
+ * SeuratDisk's Convert()) are read with the legacy rules of h5ad_legacy.h, so they give the
+ * model of the modern file of the same data.
  *
  * The whole open runs under the HDF5 lock; arrays keep their dataset ids open afterwards.
  */
@@ -11,7 +13,10 @@
 #endif
 
 #include "format.h"
+#include "array_views.h"
 #include "h5_array.h"
+#include "h5ad_legacy.h"
+#include "h5_types.h"
 #include "hdf5_util.h"
 #include "path.h"
 #include "utf8.h"
@@ -25,10 +30,21 @@
 #define H5AD_MAX_ELEMS 200000
 
 #define FIX_HINT "re-write the file with anndata >= 0.8 (anndata.read_h5ad(f).write_h5ad(f2))"
-#define LEGACY_HINT "re-save it with anndata >= 0.8 (anndata.read_h5ad(f).write_h5ad(f2))"
+
+/* What wrote the file, from its root (classify). */
+typedef enum h5ad_kind {
+    H5AD_MODERN,    /* root encoding-type anndata */
+    H5AD_V07,       /* anndata 0.7: no root encoding, obs/var dataframe groups */
+    H5AD_SEURAT,    /* SeuratDisk's Convert(): the 0.7 layout, categories without references */
+    H5AD_V06,       /* anndata <= 0.6: obs/var record datasets */
+    H5AD_NOROOT,    /* no root encoding, but dataframes of a later encoding-version */
+    H5AD_OTHER,     /* another root encoding (MuData, ...) */
+    H5AD_NOT,       /* HDF5, but nothing AnnData-like */
+} h5ad_kind;
 
 typedef struct rd {
     cfs_dataset *ds;
+    bool legacy;    /* written before anndata 0.8 */
     size_t nelems;
     cfs_h5_objkey open_groups[H5AD_MAX_DEPTH + 2]; /* the groups being read, outermost first */
     int nopen;
@@ -225,16 +241,26 @@ static int check_dataset_encoding(const char *enc, const cfs_array *a, cfs_err *
     return 0;
 }
 
-static int read_dataset(hid_t loc, hid_t obj, const char *enc, const char *name, cfs_elem **out,
-                        cfs_err *err)
+/* anndata's h5ad.read_dataset, for a dataset without encoding in a legacy file: a 1-element
+ * array of fixed-length strings is a scalar (writers before 0.7 stored scalars so). */
+static bool legacy_scalar_string(hid_t obj, const cfs_array *a)
+{
+    if (a->dtype != CFS_STRING || a->ndim != 1 || a->shape[0] != 1)
+        return false;
+    hid_t t = H5Dget_type(obj);
+    bool fixed = t >= 0 && H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) == 0;
+    if (t >= 0)
+        H5Tclose(t);
+    return fixed;
+}
+
+static int read_dataset(rd *r, hid_t loc, hid_t obj, const char *enc, const char *name,
+                        cfs_elem **out, cfs_err *err)
 {
     if (streq(enc, "null") || cfs_h5_dataset_is_null(obj)) {
         *out = elem_new(CFS_EL_NULL, name);
         return *out ? 0 : cfs_err_oom(err);
     }
-    if (!enc && cfs_h5_has_attr(obj, "categories"))
-        return cfs_err_set(err, "a categorical written by anndata < 0.8 (codes with an object "
-                           "reference); " LEGACY_HINT);
     if (enc && !listed(dataset_encodings, enc))
         return misplaced_encoding(enc, false, err);
     cfs_array *arr;
@@ -244,6 +270,8 @@ static int read_dataset(hid_t loc, hid_t obj, const char *enc, const char *name,
         cfs_array_unref(arr);
         return -1;
     }
+    if (!enc && r->legacy && legacy_scalar_string(obj, arr))
+        arr->ndim = 0; /* its one element, read with an empty selection */
     cfs_elem_kind kind = arr->dtype == CFS_COMPOUND ? CFS_EL_RECARRAY
                          : arr->ndim == 0           ? CFS_EL_SCALAR
                                                     : CFS_EL_ARRAY;
@@ -324,6 +352,13 @@ static int read_index_elem(rd *r, hid_t grp, const char *idx, const char *path, 
     free(ipath);
     if (rc < 0)
         return cfs_err_prefix(err, "its index '%s'", idx);
+    if (r->legacy && index->kind == CFS_EL_ARRAY && index->values->ndim == 1 &&
+        cfs_dtype_is_integer(index->values->dtype) &&
+        !(index->values = cfs_view_new(CFS_VIEW_FORMAT, index->values))) {
+        /* anndata makes an integer index strings ("Transforming to str index") */
+        cfs_elem_free(index);
+        return cfs_err_oom(err);
+    }
     bool strings = (index->kind == CFS_EL_ARRAY || index->kind == CFS_EL_NULLABLE_STRING) &&
                    index->values->dtype == CFS_STRING && index->values->ndim == 1;
     if (!strings) {
@@ -348,9 +383,49 @@ static bool listed_before(char **cols, size_t i)
     return false;
 }
 
+/* A column of a dataframe of anndata 0.7's layout (encoding-version 0.1.0, or SeuratDisk's):
+ * integer codes whose categories are elsewhere (h5ad_legacy.h) become a categorical. */
+static int legacy_column(hid_t grp, const char *name, cfs_elem **col, cfs_err *err)
+{
+    cfs_array *cats;
+    bool ordered;
+    int rc = cfs_h5ad_column_categories(grp, name, &cats, &ordered, err);
+    if (rc <= 0)
+        return rc;
+    cfs_elem *c = *col;
+    if (c->kind != CFS_EL_ARRAY || c->values->ndim != 1) {
+        cfs_array_unref(cats);
+        return cfs_err_set(err, "it has categories but is a %s, not a column of integer codes",
+                           cfs_elem_kind_name(c->kind));
+    }
+    if (!cfs_dtype_is_integer(c->values->dtype)) {
+        cfs_array_unref(cats);
+        return cfs_err_set(err, "it has categories but its codes are %s, not integers",
+                           cfs_dtype_name(c->values->dtype));
+    }
+    cfs_elem *cat = elem_new(CFS_EL_CATEGORICAL, name);
+    cfs_elem *cel = cfs_elem_from_array(CFS_EL_ARRAY, "categories", cats);
+    if (!cat || !cel) {
+        cfs_elem_free(cat);
+        cfs_elem_free(cel);
+        return cfs_err_oom(err);
+    }
+    cat->values = cfs_view_codes(c->values, cel->values->shape[0]); /* pandas' codes type */
+    c->values = NULL;
+    cat->categories = cel;
+    cat->ordered = ordered;
+    if (!cat->values) {
+        cfs_elem_free(cat);
+        return cfs_err_oom(err);
+    }
+    cfs_elem_free(c);
+    *col = cat;
+    return 0;
+}
+
 /* One column: read, checked, added, or left out with its reason. Fails only on OOM. */
 static int read_column(rd *r, hid_t grp, cfs_elem *df, char **cols, size_t i, const char *path,
-                       int depth, uint64_t nrows, cfs_err *err)
+                       int depth, uint64_t nrows, bool v010, cfs_err *err)
 {
     char *cpath = path_join(path, cols[i]);
     if (!cpath)
@@ -363,6 +438,7 @@ static int read_column(rd *r, hid_t grp, cfs_elem *df, char **cols, size_t i, co
         cfs_err_set(&why, "it is listed twice in column-order");
     else
         ok = read_elem(r, grp, cols[i], cpath, depth + 1, &col, &why) == 0 &&
+             (!v010 || legacy_column(grp, cols[i], &col, &why) == 0) &&
              check_column(col, nrows, &why) == 0;
     if (ok) {
         rc = cfs_elem_add_or_free(df, col, err);
@@ -375,22 +451,56 @@ static int read_column(rd *r, hid_t grp, cfs_elem *df, char **cols, size_t i, co
     return rc;
 }
 
-static int dataframe_attrs(hid_t grp, char **idx, char ***cols, size_t *ncols, cfs_err *err)
+/* SeuratDisk's reader takes the row names from the `_index` attribute, else an `_index` or an
+ * `index` child; a legacy file's frame is read the same way. */
+static int legacy_index_name(hid_t grp, char **idx, cfs_err *err)
+{
+    static const char *const names[] = {"_index", "index"};
+    for (int i = 0; i < 2; i++)
+        if (H5Lexists(grp, names[i], H5P_DEFAULT) > 0)
+            return (*idx = strdup(names[i])) ? 1 : cfs_err_oom(err);
+    return 0;
+}
+
+/* A legacy frame without column-order (SeuratDisk writes one; be lenient): its children but
+ * the index and __categories, in name order. */
+static int legacy_column_order(hid_t grp, const char *idx, char ***cols, size_t *ncols,
+                               cfs_err *err)
+{
+    if (cfs_h5_group_names(grp, cols, ncols, err) < 0)
+        return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < *ncols; i++) {
+        if (streq((*cols)[i], idx) || streq((*cols)[i], "__categories"))
+            free((*cols)[i]);
+        else
+            (*cols)[k++] = (*cols)[i];
+    }
+    *ncols = k;
+    return 1;
+}
+
+/* *v010: anndata 0.7's dataframe (encoding-version 0.1.0, or a legacy file's frame), whose
+ * categorical columns are codes with their categories elsewhere. */
+static int dataframe_attrs(rd *r, hid_t grp, char **idx, char ***cols, size_t *ncols, bool *v010,
+                           cfs_err *err)
 {
     char *version = NULL;
-    if (cfs_h5_attr_string(grp, "encoding-version", &version, err) < 0)
+    int vrc = cfs_h5_attr_string(grp, "encoding-version", &version, err);
+    if (vrc < 0)
         return -1;
-    bool legacy = streq(version, "0.1.0");
+    *v010 = streq(version, "0.1.0") || (r->legacy && vrc == 0);
     free(version);
-    if (legacy)
-        return cfs_err_set(err, "a dataframe written by anndata < 0.8 (encoding-version 0.1.0); "
-                           LEGACY_HINT);
     int rc = cfs_h5_attr_string(grp, "_index", idx, err);
+    if (rc == 0 && r->legacy)
+        rc = legacy_index_name(grp, idx, err);
     if (rc == 0)
         return cfs_err_set(err, "the dataframe has no _index attribute");
     if (rc < 0)
         return -1;
     rc = cfs_h5_attr_strings(grp, "column-order", cols, ncols, err);
+    if (rc == 0 && r->legacy)
+        rc = legacy_column_order(grp, *idx, cols, ncols, err);
     if (rc == 0)
         cfs_err_set(err, "the dataframe has no column-order attribute");
     if (rc <= 0) {
@@ -406,7 +516,8 @@ static int read_dataframe(rd *r, hid_t grp, const char *name, const char *path, 
 {
     char *idx = NULL, **cols = NULL;
     size_t ncols = 0;
-    if (dataframe_attrs(grp, &idx, &cols, &ncols, err) < 0)
+    bool v010;
+    if (dataframe_attrs(r, grp, &idx, &cols, &ncols, &v010, err) < 0)
         return -1;
     cfs_elem *df = elem_new(CFS_EL_DATAFRAME, name);
     int rc = df ? 0 : cfs_err_oom(err);
@@ -416,7 +527,7 @@ static int read_dataframe(rd *r, hid_t grp, const char *name, const char *path, 
         rc = cfs_err_oom(err);
     uint64_t nrows = rc == 0 ? df->index->values->shape[0] : 0;
     for (size_t i = 0; rc == 0 && i < ncols; i++)
-        rc = read_column(r, grp, df, cols, i, path, depth, nrows, err);
+        rc = read_column(r, grp, df, cols, i, path, depth, nrows, v010, err);
     free(idx);
     cfs_h5_names_free(cols, ncols);
     if (rc < 0) {
@@ -523,11 +634,11 @@ static void sparse_parts_free(sparse_parts *p)
     cfs_array_unref(p->indptr);
 }
 
-static int sparse_shape(hid_t grp, sparse_parts *p, cfs_err *err)
+static int sparse_shape(hid_t grp, const char *attr, sparse_parts *p, cfs_err *err)
 {
-    int rc = cfs_h5_attr_shape2(grp, "shape", p->shape, err);
+    int rc = cfs_h5_attr_shape2(grp, attr, p->shape, err);
     if (rc == 0)
-        return cfs_err_set(err, "it has no shape attribute");
+        return cfs_err_set(err, "it has no %s attribute", attr);
     if (rc < 0)
         return -1;
     if (p->shape[0] > CFS_H5_MAX_AXIS || p->shape[1] > CFS_H5_MAX_AXIS)
@@ -573,11 +684,13 @@ static int sparse_consistent(const sparse_parts *p, cfs_err *err)
     return 0;
 }
 
-static int read_sparse(hid_t grp, bool csr, const char *name, cfs_elem **out, cfs_err *err)
+/* shape_attr: "shape", or "h5sparse_shape" for the h5sparse groups of anndata < 0.7. */
+static int read_sparse(hid_t grp, bool csr, const char *shape_attr, const char *name,
+                       cfs_elem **out, cfs_err *err)
 {
     sparse_parts p = {.csr = csr};
     cfs_elem *el = NULL;
-    if (sparse_shape(grp, &p, err) < 0 || sparse_arrays(grp, &p, err) < 0 ||
+    if (sparse_shape(grp, shape_attr, &p, err) < 0 || sparse_arrays(grp, &p, err) < 0 ||
         sparse_consistent(&p, err) < 0 ||
         (!(el = elem_new(CFS_EL_SPARSE, name)) && cfs_err_oom(err))) {
         sparse_parts_free(&p);
@@ -593,6 +706,23 @@ static int read_sparse(hid_t grp, bool csr, const char *name, cfs_elem **out, cf
     return 0;
 }
 
+/* The sparse groups of anndata's h5sparse (before 0.7): h5sparse_format "csr" or "csc" and
+ * h5sparse_shape; anndata reads them in any file. */
+static int read_h5sparse(hid_t grp, const char *name, cfs_elem **out, cfs_err *err)
+{
+    char *fmt = NULL;
+    if (cfs_h5_attr_string(grp, "h5sparse_format", &fmt, err) < 0)
+        return -1;
+    bool csr = streq(fmt, "csr"), csc = streq(fmt, "csc");
+    if (!csr && !csc)
+        cfs_err_set(err, "a sparse matrix whose h5sparse_format is '%s', not csr or csc",
+                    fmt ? fmt : "");
+    free(fmt);
+    if (!csr && !csc)
+        return -1;
+    return read_sparse(grp, csr, "h5sparse_shape", name, out, err);
+}
+
 /* --- groups --- */
 
 static int read_group(rd *r, hid_t grp, const char *enc, const char *name, const char *path,
@@ -600,8 +730,9 @@ static int read_group(rd *r, hid_t grp, const char *enc, const char *name, const
 {
     if (!enc) {
         if (cfs_h5_has_attr(grp, "h5sparse_format"))
-            return cfs_err_set(err, "a sparse matrix written by anndata < 0.7 (h5sparse_format); "
-                               LEGACY_HINT);
+            return read_h5sparse(grp, name, out, err);
+        if (r->legacy && (cfs_h5_has_attr(grp, "_index") || cfs_h5_has_attr(grp, "column-order")))
+            return read_dataframe(r, grp, name, path, depth, out, err);
         return read_dict(r, grp, name, path, depth, out, err);
     }
     if (streq(enc, "dict"))
@@ -611,7 +742,7 @@ static int read_group(rd *r, hid_t grp, const char *enc, const char *name, const
     if (streq(enc, "categorical"))
         return read_categorical(grp, name, out, err);
     if (streq(enc, "csr_matrix") || streq(enc, "csc_matrix"))
-        return read_sparse(grp, streq(enc, "csr_matrix"), name, out, err);
+        return read_sparse(grp, streq(enc, "csr_matrix"), "shape", name, out, err);
     if (streq(enc, "nullable-integer"))
         return read_nullable(grp, CFS_EL_NULLABLE_INT, name, out, err);
     if (streq(enc, "nullable-boolean"))
@@ -661,7 +792,7 @@ static int read_elem(rd *r, hid_t loc, const char *name, const char *path, int d
         if (t == H5I_GROUP)
             rc = read_group_guarded(r, obj, enc, name, path, depth, out, err);
         else if (t == H5I_DATASET)
-            rc = read_dataset(loc, obj, enc, name, out, err);
+            rc = read_dataset(r, loc, obj, enc, name, out, err);
         else
             rc = cfs_err_set(err, "it is a named datatype, not data");
     }
@@ -765,6 +896,17 @@ static int read_slot_group(rd *r, hid_t grp, const char *path, const slot_rule *
     return rc;
 }
 
+static bool is_record_dataset(hid_t obj)
+{
+    if (H5Iget_type(obj) != H5I_DATASET)
+        return false;
+    hid_t t = H5Dget_type(obj);
+    bool yes = t >= 0 && H5Tget_class(t) == H5T_COMPOUND && !cfs_h5_is_complex(t);
+    if (t >= 0)
+        H5Tclose(t);
+    return yes;
+}
+
 /* A mapping slot of the root or raw: absent is fine; unreadable as a whole is left out. */
 static int read_slot(rd *r, hid_t parent, const char *name, const char *path,
                      const slot_rule *rule, cfs_elem *owner, cfs_err *err)
@@ -777,6 +919,14 @@ static int read_slot(rd *r, hid_t parent, const char *name, const char *path,
     cfs_err why;
     hid_t grp = object_open(parent, name, &why);
     int rc = 0;
+    if (grp >= 0 && r->legacy && !rule->matrix && is_record_dataset(grp)) {
+        H5Oclose(grp); /* anndata <= 0.6: one entry per field */
+        if (cfs_h5ad_record_mapping(parent, name, path, rule->rows, r->ds, slot, err) < 0) {
+            cfs_elem_free(slot);
+            return -1;
+        }
+        return cfs_elem_add_or_free(owner, slot, err);
+    }
     if (grp >= 0 && H5Iget_type(grp) != H5I_GROUP)
         rc = cfs_err_set(&why, "it is not a group");
     else if (grp < 0 || read_slot_group(r, grp, path, rule, slot, &why) < 0)
@@ -794,6 +944,15 @@ static int read_slot(rd *r, hid_t parent, const char *name, const char *path,
 static int read_axis_frame(rd *r, hid_t parent, const char *name, const char *path,
                            cfs_elem **out, cfs_err *err)
 {
+    if (r->legacy) {
+        hid_t obj = object_open(parent, name, err);
+        if (obj < 0)
+            return -1;
+        bool rec = is_record_dataset(obj);
+        H5Oclose(obj);
+        if (rec) /* anndata <= 0.6 */
+            return cfs_h5ad_record_frame(parent, name, path, r->ds, out, err);
+    }
     if (read_elem(r, parent, name, path, 1, out, err) < 0)
         return -1;
     if ((*out)->kind != CFS_EL_DATAFRAME) {
@@ -805,10 +964,21 @@ static int read_axis_frame(rd *r, hid_t parent, const char *name, const char *pa
     return 0;
 }
 
-static int read_x(rd *r, hid_t parent, const char *path, uint64_t rows, uint64_t cols,
-                  const char *want, cfs_elem **out, cfs_err *err)
+/* Gives el (which the caller still owns) another name: raw.X in the file is X in raw. */
+static int rename_elem(cfs_elem *el, const char *name, cfs_err *err)
 {
-    if (read_elem(r, parent, "X", path, 1, out, err) < 0)
+    char *n = strdup(name);
+    if (!n)
+        return cfs_err_oom(err);
+    free(el->name);
+    el->name = n;
+    return 0;
+}
+
+static int read_x(rd *r, hid_t parent, const char *link, const char *path, uint64_t rows,
+                  uint64_t cols, const char *want, cfs_elem **out, cfs_err *err)
+{
+    if (read_elem(r, parent, link, path, 1, out, err) < 0)
         return -1;
     if (check_matrix(*out, rows, cols, want, err) < 0) {
         cfs_elem_free(*out);
@@ -818,17 +988,38 @@ static int read_x(rd *r, hid_t parent, const char *path, uint64_t rows, uint64_t
     return 0;
 }
 
-static int read_raw_parts(rd *r, hid_t grp, cfs_elem *raw, uint64_t n_obs, cfs_err *err)
+/* Where raw's parts are: in the raw group, or (anndata <= 0.6) raw.X, raw.var and raw.varm at
+ * the root. */
+typedef struct raw_names {
+    const char *x, *var, *varm;
+} raw_names;
+
+static const raw_names raw_group_names = {"X", "var", "varm"};
+static const raw_names raw_root_names = {"raw.X", "raw.var", "raw.varm"};
+
+static int read_raw_parts(rd *r, hid_t grp, const raw_names *nm, cfs_elem *raw, uint64_t n_obs,
+                          cfs_err *err)
 {
     cfs_elem *var = NULL, *x = NULL;
-    if (H5Lexists(grp, "X", H5P_DEFAULT) <= 0)
+    bool root = nm == &raw_root_names;
+    if (H5Lexists(grp, nm->x, H5P_DEFAULT) <= 0)
         return cfs_err_set(err, "raw has no X");
-    if (read_axis_frame(r, grp, "var", "raw/var", &var, err) < 0)
-        return cfs_err_prefix(err, "raw/var");
+    if (H5Lexists(grp, nm->var, H5P_DEFAULT) <= 0)
+        return cfs_err_set(err, "raw has no var");
+    if (read_axis_frame(r, grp, nm->var, root ? "raw.var" : "raw/var", &var, err) < 0)
+        return cfs_err_prefix(err, root ? "raw.var" : "raw/var");
     uint64_t n_raw_vars = var->index->values->shape[0];
-    if (read_x(r, grp, "raw/X", n_obs, n_raw_vars, "n_obs x raw n_vars", &x, err) < 0) {
+    if (rename_elem(var, "var", err) < 0)
+        return -1;
+    if (read_x(r, grp, nm->x, root ? "raw.X" : "raw/X", n_obs, n_raw_vars, "n_obs x raw n_vars",
+               &x, err) < 0) {
         cfs_elem_free(var);
-        return cfs_err_prefix(err, "raw/X");
+        return cfs_err_prefix(err, root ? "raw.X" : "raw/X");
+    }
+    if (rename_elem(x, "X", err) < 0) {
+        cfs_elem_free(x);
+        cfs_elem_free(var);
+        return -1;
     }
     if (cfs_elem_add_or_free(raw, x, err) < 0) {
         cfs_elem_free(var);
@@ -836,23 +1027,34 @@ static int read_raw_parts(rd *r, hid_t grp, cfs_elem *raw, uint64_t n_obs, cfs_e
     }
     if (cfs_elem_add_or_free(raw, var, err) < 0)
         return -1;
-    slot_rule rule = {n_raw_vars, 0, false, "raw/var"};
-    return read_slot(r, grp, "varm", "raw/varm", &rule, raw, err);
+    slot_rule rule = {n_raw_vars, 0, false, root ? "raw.var" : "raw/var"};
+    if (read_slot(r, grp, nm->varm, root ? "raw.varm" : "raw/varm", &rule, raw, err) < 0)
+        return -1;
+    cfs_elem *varm = root ? cfs_elem_child(raw, nm->varm) : NULL;
+    return varm ? rename_elem(varm, "varm", err) : 0;
 }
 
 static int read_raw(rd *r, hid_t file, cfs_elem *root, uint64_t n_obs, cfs_err *err)
 {
-    if (H5Lexists(file, "raw", H5P_DEFAULT) <= 0)
+    bool group = H5Lexists(file, "raw", H5P_DEFAULT) > 0;
+    bool at_root = r->legacy && (H5Lexists(file, "raw.X", H5P_DEFAULT) > 0 ||
+                                 H5Lexists(file, "raw.var", H5P_DEFAULT) > 0);
+    if (!group && !at_root)
         return 0;
     cfs_err why;
     cfs_elem *raw = elem_new(CFS_EL_RAW, "raw");
     if (!raw)
         return cfs_err_oom(err);
-    hid_t grp = object_open(file, "raw", &why);
+    hid_t grp = group ? object_open(file, "raw", &why) : -1;
     int rc = 0;
-    if (grp >= 0 && H5Iget_type(grp) != H5I_GROUP)
+    if (group && at_root)
+        rc = cfs_err_set(&why, "the file has both a raw group and anndata 0.6's raw.X/raw.var, "
+                         "and anndata refuses such a file");
+    else if (at_root)
+        rc = read_raw_parts(r, file, &raw_root_names, raw, n_obs, &why);
+    else if (grp >= 0 && H5Iget_type(grp) != H5I_GROUP)
         rc = cfs_err_set(&why, "it is not a group");
-    else if (grp < 0 || read_raw_parts(r, grp, raw, n_obs, &why) < 0)
+    else if (grp < 0 || read_raw_parts(r, grp, &raw_group_names, raw, n_obs, &why) < 0)
         rc = -1;
     if (grp >= 0)
         H5Oclose(grp);
@@ -904,7 +1106,7 @@ static int read_root(rd *r, hid_t file, cfs_elem *root, cfs_err *err)
     uint64_t n_obs = r->ds->n_obs, n_vars = r->ds->n_vars;
     if (H5Lexists(file, "X", H5P_DEFAULT) > 0) {
         cfs_elem *x;
-        if (read_x(r, file, "X", n_obs, n_vars, "n_obs x n_vars", &x, err) < 0)
+        if (read_x(r, file, "X", "X", n_obs, n_vars, "n_obs x n_vars", &x, err) < 0)
             return refuse(err, "X");
         if (cfs_elem_add_or_free(root, x, err) < 0)
             return -1;
@@ -926,15 +1128,10 @@ static int read_root(rd *r, hid_t file, cfs_elem *root, cfs_err *err)
 /* ------------------------------------------------------------------------------------------ */
 /* Classification, probe, open */
 
-typedef enum h5ad_kind {
-    H5AD_MODERN,    /* root encoding-type anndata */
-    H5AD_LEGACY,    /* anndata < 0.8: no root encoding, obs/var dataframes or records */
-    H5AD_OTHER,     /* another root encoding (MuData, ...) */
-    H5AD_NOT,       /* HDF5, but nothing AnnData-like */
-} h5ad_kind;
-
-/* obs/var as anndata 0.7 (dataframe groups) or <= 0.6 (compound datasets) wrote them. */
-static bool legacy_frame(hid_t file, const char *name)
+/* obs/var as a legacy file has them: a record dataset (anndata <= 0.6: *record), or a group
+ * that is a dataframe by its encoding-type or (SeuratDisk, without encodings) its _index or
+ * column-order attribute. */
+static bool legacy_frame(hid_t file, const char *name, bool *record)
 {
     cfs_err ignore;
     hid_t obj = H5Lexists(file, name, H5P_DEFAULT) > 0 ? H5Oopen(file, name, H5P_DEFAULT) : -1;
@@ -943,16 +1140,45 @@ static bool legacy_frame(hid_t file, const char *name)
     bool yes = false;
     if (H5Iget_type(obj) == H5I_GROUP) {
         char *enc = NULL;
-        yes = cfs_h5_attr_string(obj, "encoding-type", &enc, &ignore) > 0 &&
-              streq(enc, "dataframe");
+        int rc = cfs_h5_attr_string(obj, "encoding-type", &enc, &ignore);
+        yes = rc > 0 ? streq(enc, "dataframe")
+                     : rc == 0 && (cfs_h5_has_attr(obj, "_index") ||
+                                   cfs_h5_has_attr(obj, "column-order"));
         free(enc);
-    } else if (H5Iget_type(obj) == H5I_DATASET) {
-        hid_t t = H5Dget_type(obj);
-        yes = t >= 0 && H5Tget_class(t) == H5T_COMPOUND;
-        if (t >= 0)
-            H5Tclose(t);
+    } else {
+        yes = *record = is_record_dataset(obj);
     }
     H5Oclose(obj);
+    return yes;
+}
+
+/* SeuratDisk's Convert(): a frame without encoding, or a __categories entry whose code column
+ * has no categories reference (anndata 0.7 always writes one). */
+static bool seurat_frame(hid_t file, const char *name)
+{
+    hid_t g = H5Oopen(file, name, H5P_DEFAULT);
+    if (g < 0)
+        return false;
+    bool yes = !cfs_h5_has_attr(g, "encoding-type");
+    char **names = NULL;
+    size_t n = 0;
+    cfs_err ignore;
+    hid_t cg = !yes && H5Lexists(g, "__categories", H5P_DEFAULT) > 0
+                   ? H5Gopen2(g, "__categories", H5P_DEFAULT) : -1;
+    if (cg >= 0 && cfs_h5_group_names(cg, &names, &n, &ignore) == 0) {
+        for (size_t i = 0; !yes && i < n; i++) {
+            hid_t col = H5Lexists(g, names[i], H5P_DEFAULT) > 0
+                            ? H5Oopen(g, names[i], H5P_DEFAULT) : -1;
+            if (col >= 0) {
+                yes = !cfs_h5_has_attr(col, "categories");
+                H5Oclose(col);
+            }
+        }
+        cfs_h5_names_free(names, n);
+    }
+    if (cg >= 0)
+        H5Gclose(cg);
+    H5Oclose(g);
     return yes;
 }
 
@@ -967,7 +1193,27 @@ static h5ad_kind classify(hid_t file, char **root_enc, char **root_version)
         cfs_h5_attr_string(file, "encoding-version", root_version, &ignore);
         return streq(*root_enc, "anndata") ? H5AD_MODERN : H5AD_OTHER;
     }
-    return legacy_frame(file, "obs") && legacy_frame(file, "var") ? H5AD_LEGACY : H5AD_NOT;
+    bool rec_obs = false, rec_var = false;
+    if (!legacy_frame(file, "obs", &rec_obs) || !legacy_frame(file, "var", &rec_var))
+        return H5AD_NOT;
+    if (rec_obs || rec_var)
+        return H5AD_V06;
+    if (seurat_frame(file, "obs") || seurat_frame(file, "var"))
+        return H5AD_SEURAT;
+    char *version = NULL;
+    hid_t obs = H5Oopen(file, "obs", H5P_DEFAULT);
+    if (obs >= 0) {
+        cfs_h5_attr_string(obs, "encoding-version", &version, &ignore);
+        H5Oclose(obs);
+    }
+    h5ad_kind kind = !version || streq(version, "0.1.0") ? H5AD_V07 : H5AD_NOROOT;
+    *root_version = version; /* the frames' version, for the label */
+    return kind;
+}
+
+static bool kind_legacy(h5ad_kind kind)
+{
+    return kind == H5AD_V07 || kind == H5AD_SEURAT || kind == H5AD_V06 || kind == H5AD_NOROOT;
 }
 
 static int h5ad_bid(hid_t file, void *ctx)
@@ -977,8 +1223,7 @@ static int h5ad_bid(hid_t file, void *ctx)
     h5ad_kind kind = classify(file, &enc, &version);
     free(enc);
     free(version);
-    /* Legacy files are ours to refuse with a useful message. */
-    return kind == H5AD_MODERN ? 100 : kind == H5AD_LEGACY ? 90 : 0;
+    return kind == H5AD_MODERN ? 100 : kind_legacy(kind) ? 90 : 0;
 }
 
 static int h5ad_probe(cfs_probe_input *in)
@@ -988,9 +1233,6 @@ static int h5ad_probe(cfs_probe_input *in)
 
 static int refuse_kind(h5ad_kind kind, const char *enc, cfs_err *err)
 {
-    if (kind == H5AD_LEGACY)
-        return cfs_err_set(err, "written by anndata < 0.8 (no encoding attributes on its root); "
-                           LEGACY_HINT);
     if (kind == H5AD_OTHER)
         return cfs_err_set(err, "an HDF5 file but not AnnData (its root encoding-type is '%s', "
                            "not 'anndata'); this version reads .h5ad files written by anndata",
@@ -999,22 +1241,32 @@ static int refuse_kind(h5ad_kind kind, const char *enc, cfs_err *err)
                        "obs/var); write it with anndata (adata.write_h5ad) to serve it");
 }
 
-static int build(const char *path, hid_t file, const char *version, cfs_dataset **out,
-                 cfs_err *err)
+static int build(const char *path, hid_t file, h5ad_kind kind, const char *version,
+                 cfs_dataset **out, cfs_err *err)
 {
     cfs_dataset *ds = cfs_dataset_new(path);
     char fv[128];
-    snprintf(fv, sizeof fv, "anndata %s", version ? version : "?");
+    if (kind == H5AD_V07)
+        snprintf(fv, sizeof fv, "anndata 0.7 (legacy)");
+    else if (kind == H5AD_SEURAT)
+        snprintf(fv, sizeof fv, "SeuratDisk Convert() (anndata 0.7 layout, legacy)");
+    else if (kind == H5AD_V06)
+        snprintf(fv, sizeof fv, "anndata <= 0.6 (legacy)");
+    else if (kind == H5AD_NOROOT)
+        snprintf(fv, sizeof fv, "anndata, no root encoding (dataframe %.40s; legacy)", version);
+    else
+        snprintf(fv, sizeof fv, "anndata %s", version ? version : "?");
     if (!ds || !(ds->format_version = strdup(fv)) ||
         !(ds->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))) {
         cfs_dataset_free(ds);
         return cfs_err_oom(err);
     }
-    rd r = {.ds = ds};
+    rd r = {.ds = ds, .legacy = kind_legacy(kind)};
     /* The root counts as open: a link from uns to "/" would otherwise copy the file into uns. */
     if (cfs_h5_object_key(file, &r.open_groups[0]) == 0)
         r.nopen = 1;
-    if (read_root(&r, file, ds->root, err) < 0) {
+    if (read_root(&r, file, ds->root, err) < 0 ||
+        (r.legacy && cfs_h5ad_legacy_fixups(ds, err) < 0)) {
         cfs_dataset_free(ds);
         return -1;
     }
@@ -1030,10 +1282,10 @@ static int open_locked(const char *path, cfs_dataset **out, cfs_err *err)
     char *enc, *version;
     h5ad_kind kind = classify(file, &enc, &version);
     int rc;
-    if (kind != H5AD_MODERN)
+    if (kind != H5AD_MODERN && !kind_legacy(kind))
         rc = refuse_kind(kind, enc, err);
     else
-        rc = build(path, file, version, out, err);
+        rc = build(path, file, kind, version, out, err);
     H5Fclose(file);
     free(enc);
     free(version);
@@ -1068,7 +1320,7 @@ static const char *const h5ad_extensions[] = {".h5ad", ".h5mu", NULL};
 
 const cfs_format cfs_format_h5ad = {
     .name = "h5ad",
-    .summary = "AnnData .h5ad files (anndata 0.8 or later)",
+    .summary = "AnnData .h5ad files (anndata 0.6 and later, SeuratDisk's Convert())",
     .extensions = h5ad_extensions,
     .container = "HDF5",
     .probe = h5ad_probe,
