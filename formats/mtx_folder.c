@@ -14,8 +14,17 @@
  *     <P>matrix.mtx[.gz]  <P>features.tsv[.gz] or <P>genes.tsv[.gz]  <P>barcodes.tsv[.gz]
  *
  * Orientation comes from the lists' lengths (mex.c), a square matrix from the producer's
- * convention. A cell table's <x>umap_1, <x>umap_2 ... columns (also tSNE) are obsm X_<x>_umap;
- * otherwise the dataset has no embedding and its no_embedding_hint says how to add one.
+ * convention.
+ *
+ * Embeddings: a cell table's <x>umap_1, <x>umap_2 ... columns (also tSNE) are obsm X_<x>_umap;
+ * and projection CSVs beside the matrix, read by formats/projections.c as the Cell Ranger reader
+ * reads analysis/ (Barcode,UMAP-1,UMAP-2 ... one row per cell; also Seurat's and scanpy's
+ * barcode,umap_1,umap_2 and ",UMAP_1,UMAP_2"): for a folder, its analysis/ projection.csv files
+ * (Cell Ranger's layout) and every *.csv[.gz] directly in it whose header is a projection header;
+ * for a <P>matrix.mtx file, its <P>*.csv[.gz] siblings (umap, tsne, projection ...) with such a
+ * header. Another CSV is not an embedding and is skipped; a projection CSV that cannot be joined
+ * to the cells is left out with its reason. Without any embedding the dataset's
+ * no_embedding_hint says how to add one.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* strdup */
@@ -24,6 +33,7 @@
 #include "format.h"
 #include "mex.h"
 #include "path.h"
+#include "projections.h"
 #include "strfmt.h"
 
 #include <dirent.h>
@@ -37,9 +47,13 @@
 #define BID_FILE 60
 
 #define NO_EMBEDDING                                                                           \
-    "a MatrixMarket matrix holds no embedding; open the whole Cell Ranger outs/ folder (its "  \
-    "analysis/ projections), or put a cell table with UMAP/tSNE columns next to the matrix, "  \
-    "or compute one (scanpy's sc.tl.umap), save it as .h5ad and open that"
+    "a MatrixMarket matrix holds no embedding; put a projection.csv (Barcode,UMAP-1,UMAP-2: "  \
+    "one row per cell, as Cell Ranger writes it) beside the matrix, or open the whole Cell "   \
+    "Ranger outs/ folder (its analysis/ projections), or compute one (scanpy's sc.tl.umap), "  \
+    "save it as .h5ad and open that"
+#define ALL_LEFT_OUT                                                                           \
+    "every projection CSV beside the matrix was left out (see the reasons above); fix or "     \
+    "re-export it (Barcode,UMAP-1,UMAP-2, one row per cell of the matrix) and open it again"
 
 #define REDO "re-download the file or copy it again from the pipeline's output"
 #define REGROUP "copy the matrix and its lists from one run of the pipeline"
@@ -333,6 +347,103 @@ static int mtx_explain(cfs_probe_input *in, cfs_err *err)
     return rc < 0 ? -1 : 1;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Projection CSVs beside the matrix */
+
+static bool csv_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n > 3 && strcmp(name + n - 3, ".gz") == 0)
+        n -= 3;
+    return n > 4 && strncasecmp(name + n - 4, ".csv", 4) == 0;
+}
+
+/* The length of the longest GEO matrix prefix in names[] that name starts with, or 0. */
+static size_t owner_prefix(char **names, size_t n, const char *name)
+{
+    size_t best = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t pl = layout_of(names[i]) < 0 ? prefix_of(names[i]) : 0;
+        if (pl > best && strncmp(names[i], name, pl) == 0)
+            best = pl;
+    }
+    return best;
+}
+
+/* The candidate CSVs of the matrix dir/name: with a prefix P (a GEO file), the <P>*.csv[.gz]
+ * siblings no longer prefix claims; else the folder's analysis/ projections and its *.csv[.gz]
+ * that no GEO prefix claims. The matrix's own lists (sci-RNA-seq3's tables) are not candidates.
+ * -1 on allocation failure. */
+static int find_csvs(const char *dir, const char *name, const found_files *f, cfs_analysis *a)
+{
+    size_t pl = f->layout < 0 ? prefix_of(name) : 0;
+    if (pl == 0) {
+        char *an = cfs_path_join(dir, "analysis");
+        struct stat st;
+        int rc = !an ? -1 : stat(an, &st) == 0 && S_ISDIR(st.st_mode)
+                                ? cfs_analysis_walk(a, an, "analysis") : 0;
+        free(an);
+        if (rc < 0)
+            return -1;
+    }
+    char **names;
+    size_t n;
+    if (cfs_path_list(dir, &names, &n) < 0)
+        return 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const char *e = names[i];
+        if (!csv_name(e) || owner_prefix(names, n, e) != pl || strncmp(e, name, pl) != 0)
+            continue;
+        char *p = cfs_path_join(dir, e);
+        if (!p)
+            rc = -1;
+        else if (is_file(p) && strcmp(p, f->cells) != 0 && strcmp(p, f->genes) != 0)
+            rc = cfs_analysis_add(a, p, e);
+        free(p);
+    }
+    cfs_path_list_free(names, n);
+    return rc;
+}
+
+/* Adds the projection CSVs found for the matrix dir/name to ds as obsm; *pr says whether some
+ * CSV was a projection and whether one was served. -1 only on failure (allocation, no readable
+ * barcodes). */
+static int attach_csvs(cfs_dataset *ds, const char *dir, const char *name, const found_files *f,
+                       cfs_projection_report *pr, cfs_err *err)
+{
+    cfs_analysis a = {0};
+    int rc = find_csvs(dir, name, f, &a) < 0 ? cfs_err_oom(err) : 0;
+    char **names = NULL;
+    cfs_strset *map = NULL;
+    uint64_t dup = UINT64_MAX;
+    if (rc == 0 && a.n && cfs_obs_barcodes(ds, &names, &map, &dup, err) < 0)
+        rc = -1;
+    if (rc == 0 && a.n && dup != UINT64_MAX) {
+        /* a CSV row cannot be told which of the two cells it means */
+        pr->any_projection = true;
+        if (cfs_dataset_leave_out(ds, "obsm", "the cell list names barcode %s twice (row "
+                                  "%llu), so no projection CSV can be joined to its cells; "
+                                  "none was read", names[dup], (unsigned long long)dup + 1) < 0)
+            rc = cfs_err_oom(err);
+    } else if (rc == 0 && a.n) {
+        cfs_projection_opts opts = {.loose = true};
+        rc = cfs_projections_attach(ds, &a, map, &opts, pr, err);
+    }
+    if (rc == 0 && a.truncated &&
+        cfs_dataset_leave_out(ds, "obsm", "the folder holds more than %d CSVs; only the first %d "
+                              "(in name order) were read", CFS_ANALYSIS_MAX_FILES,
+                              CFS_ANALYSIS_MAX_FILES) < 0)
+        rc = cfs_err_oom(err);
+    if (names) {
+        cfs_strings_free(names, (size_t)ds->n_obs);
+        free(names);
+    }
+    cfs_strset_free(map);
+    cfs_analysis_free(&a);
+    return rc;
+}
+
 static int mtx_open(const char *path, cfs_dataset **out, cfs_err *err)
 {
     *out = NULL;
@@ -393,9 +504,13 @@ static int mtx_open(const char *path, cfs_dataset **out, cfs_err *err)
         if (rc == 0 && !((*out)->format_version = cfs_strdupf("MatrixMarket (%s: %s)",
                                                               producer, f.matrix_rel)))
             rc = cfs_err_oom(err);
+        cfs_projection_report pr = {0};
+        if (rc == 0)
+            rc = attach_csvs(*out, dir, name, &f, &pr, err);
         cfs_elem *obsm = rc == 0 ? cfs_elem_child((*out)->root, "obsm") : NULL;
-        if (rc == 0 && (!obsm || obsm->nchildren == 0) &&
-            !((*out)->no_embedding_hint = strdup(NO_EMBEDDING)))
+        const char *hint = obsm && obsm->nchildren ? NULL
+                         : pr.any_projection ? ALL_LEFT_OUT : NO_EMBEDDING;
+        if (rc == 0 && hint && !((*out)->no_embedding_hint = strdup(hint)))
             rc = cfs_err_oom(err);
         if (rc < 0 && *out) {
             cfs_dataset_free(*out);

@@ -9,18 +9,12 @@
  * cells file is indexed as CSR over cells (see mtx.h for what is held in memory).
  *
  * The analysis: every projection.csv and clusters.csv below analysis/, found by walking the
- * tree (Cell Ranger's paths changed with its versions: flat in 1.x, N_components in 2-6,
- * gene_expression_ prefixes from 7). Projections become obsm arrays (float64, NaN for cells the
- * CSV does not list), clusterings obs categoricals (Cell Ranger's integer labels as string
- * categories in numeric order, code -1 for cells the CSV does not list). A CSV that cannot be joined safely to
- * the matrix (a malformed row, a barcode the matrix lacks, a barcode listed twice) is left out
- * whole with its reason: never a partial or shifted value.
- *
- * Naming (the Cellucid file-format rules): a projection is obsm X_<basis> (X_umap, X_tsne,
- * X_pca). When one basis comes in several widths (a 2-d and a 3-d UMAP), each is
- * X_<basis>_<n>d (X_umap_2d, X_umap_3d): a suffixed key fills its own dimension, and once
- * X_umap_3d exists a plain X_umap would no longer fill the 2-d view. Another modality's
- * projection (antibody_capture_2_components) is X_antibody_capture_umap.
+ * tree (formats/projections.c: Cell Ranger's paths changed with its versions). Projections
+ * become obsm arrays, read and named by projections.c (X_umap, X_tsne, X_pca, X_<basis>_<n>d,
+ * X_<modality>_umap; see projections.h); clusterings obs categoricals (Cell Ranger's integer
+ * labels as string categories in numeric order, code -1 for cells the CSV does not list). A CSV
+ * that cannot be joined safely to the matrix (a malformed row, a barcode the matrix lacks, a
+ * barcode listed twice) is left out whole with its reason: never a partial or shifted value.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* strdup, strndup */
@@ -32,6 +26,7 @@
 #include "mex.h"
 #include "number.h"
 #include "path.h"
+#include "projections.h"
 #include "strset.h"
 #include "tenx.h"
 
@@ -47,10 +42,7 @@
 
 #define OUTS_FORMAT "cellranger-outs"
 #define BID_OUTS 80
-#define WALK_MAX_DEPTH 8
-#define WALK_MAX_FILES 4096
-#define PROJ_MAX_COMPONENTS 10000
-#define GE_PREFIX "gene_expression_"
+#define GE_PREFIX CFS_ANALYSIS_GE_PREFIX
 
 #define NO_PROJECTION                                                                          \
     "its analysis/ folder holds no projection.csv (Cell Ranger ran with --nosecondary?); run " \
@@ -131,26 +123,17 @@ static bool is_dir(const char *dir, const char *name)
     return ok;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Entries of a folder (not hidden), sorted by name. */
 static int list_dir(const char *path, str_list *out)
 {
-    DIR *d = opendir(path);
-    if (!d)
+    char **names;
+    size_t n;
+    if (cfs_path_list(path, &names, &n) < 0)
         return -1;
-    struct dirent *e;
-    int rc = 0;
-    while (rc == 0 && (e = readdir(d)))
-        if (e->d_name[0] != '.')
-            rc = str_list_push(out, strdup(e->d_name));
-    closedir(d);
-    if (rc == 0 && out->n)
-        qsort(out->v, out->n, sizeof *out->v, cmp_str);
-    return rc;
+    str_list_free(out);
+    out->v = names;
+    out->n = out->cap = n;
+    return 0;
 }
 
 /* The first of the names that is a file in dir, or NULL. */
@@ -408,289 +391,11 @@ static int open_mex(const char *path, const outs_matrix *mx, cfs_dataset **out, 
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Barcode -> row */
-
-/* Builds the map (borrowing names); *dup receives the first row whose barcode an earlier row
- * already has, or UINT64_MAX. NULL on allocation failure. */
-static cfs_strset *map_build(char **names, uint64_t n, uint64_t *dup)
-{
-    *dup = UINT64_MAX;
-    cfs_strset *m = cfs_strset_new((size_t)n);
-    for (uint64_t r = 0; m && r < n; r++) {
-        int added = cfs_strset_add(m, names[r], r);
-        if (added < 0) {
-            cfs_strset_free(m);
-            return NULL;
-        }
-        if (added == 0 && *dup == UINT64_MAX)
-            *dup = r;
-    }
-    return m;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* analysis/ CSVs */
-
-typedef enum csv_kind { CSV_PROJECTION, CSV_CLUSTERS } csv_kind;
-
-typedef struct analysis_csv {
-    csv_kind kind;
-    char *path;
-    char *rel;             /* relative to the folder given */
-    str_list dirs;         /* folders between analysis/ and the file */
-} analysis_csv;
-
-typedef struct analysis {
-    analysis_csv *v;
-    size_t n, cap;
-    bool truncated;
-} analysis;
-
-static void analysis_free(analysis *a)
-{
-    for (size_t i = 0; i < a->n; i++) {
-        free(a->v[i].path);
-        free(a->v[i].rel);
-        str_list_free(&a->v[i].dirs);
-    }
-    free(a->v);
-}
-
-static int walk(analysis *a, const char *abs, const char *rel, str_list *dirs, int depth)
-{
-    str_list names = {0};
-    if (list_dir(abs, &names) < 0) {
-        str_list_free(&names);
-        return 0; /* an unreadable sub-folder holds nothing we can use */
-    }
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < names.n; i++) {
-        const char *name = names.v[i];
-        char *p = cfs_path_join(abs, name), *r = cfs_strdupf("%s/%s", rel, name);
-        struct stat st;
-        if (!p || !r) {
-            rc = -1;
-        } else if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-            /* no symlinked folders: a link cycle must not take the walk hostage */
-            if (depth < WALK_MAX_DEPTH) {
-                rc = str_list_push(dirs, strdup(name));
-                if (rc == 0) {
-                    rc = walk(a, p, r, dirs, depth + 1);
-                    free(dirs->v[--dirs->n]);
-                }
-            }
-        } else if ((strcmp(name, "projection.csv") == 0 || strcmp(name, "clusters.csv") == 0) &&
-                   stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
-            if (a->n == WALK_MAX_FILES) {
-                a->truncated = true;
-            } else {
-                if (a->n == a->cap) {
-                    size_t cap = a->cap ? a->cap * 2 : 16;
-                    analysis_csv *v = realloc(a->v, cap * sizeof *v);
-                    if (!v) {
-                        rc = -1;
-                        goto next;
-                    }
-                    a->v = v;
-                    a->cap = cap;
-                }
-                analysis_csv *c = &a->v[a->n++];
-                memset(c, 0, sizeof *c);
-                c->kind = name[0] == 'p' ? CSV_PROJECTION : CSV_CLUSTERS;
-                c->path = p;
-                c->rel = r;
-                p = r = NULL;
-                for (size_t k = 0; rc == 0 && k < dirs->n; k++)
-                    rc = str_list_push(&c->dirs, strdup(dirs->v[k]));
-            }
-        }
-    next:
-        free(p);
-        free(r);
-    }
-    str_list_free(&names);
-    return rc;
-}
+/* analysis/ CSVs (found by projections.c; the projections read there, the clusterings here) */
 
 static bool starts_with(const char *s, const char *prefix)
 {
     return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-/* "<prefix><N>_components": the prefix length and N; false if the name is not of that form. */
-static bool components_dir(const char *name, size_t *prefix_len, uint64_t *n)
-{
-    const char *suffix = "_components";
-    size_t len = strlen(name), sl = strlen(suffix);
-    if (len <= sl || strcmp(name + len - sl, suffix) != 0)
-        return false;
-    size_t end = len - sl, start = end;
-    while (start > 0 && isdigit((unsigned char)name[start - 1]))
-        start--;
-    if (start == end || (start > 0 && name[start - 1] != '_'))
-        return false;
-    uint64_t v = 0;
-    for (size_t i = start; i < end && v < PROJ_MAX_COMPONENTS * 10ull; i++)
-        v = v * 10 + (uint64_t)(name[i] - '0');
-    *prefix_len = start;
-    *n = v;
-    return true;
-}
-
-/* ---- projections ---- */
-
-typedef struct projection {
-    const analysis_csv *csv;
-    char *basis;           /* "umap", "antibody_capture_umap", ... */
-    uint64_t ncomp;
-    double *values;        /* n_obs x ncomp; NULL when left out */
-    char *why;             /* the reason it was left out */
-    bool header_ok;        /* named and sized from its header (else from its path) */
-    char *key;
-} projection;
-
-/* "UMAP-1", ...: the kind's letters must match and the numbers run 1..n. */
-static bool component_name(const char *f, const char *kind, size_t kl, uint64_t want)
-{
-    if (strncasecmp(f, kind, kl) != 0 || f[kl] != '-')
-        return false;
-    uint64_t v = 0;
-    const char *p = f + kl + 1;
-    if (!*p)
-        return false;
-    for (; *p; p++) {
-        if (!isdigit((unsigned char)*p) || v > PROJ_MAX_COMPONENTS)
-            return false;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    return v == want;
-}
-
-static char *lower_dup(const char *s, size_t n)
-{
-    char *d = strndup(s, n);
-    for (char *p = d; p && *p; p++)
-        *p = (char)tolower((unsigned char)*p);
-    return d;
-}
-
-/* Appends "part_" to buf (bounded). */
-static void append_part(char *buf, size_t cap, const char *part, size_t plen)
-{
-    size_t len = strlen(buf);
-    if (len + plen + 2 > cap)
-        return;
-    memcpy(buf + len, part, plen);
-    buf[len + plen] = '_';
-    buf[len + plen + 1] = '\0';
-}
-
-/* The basis from the header's kind (PC -> pca) and the path's modality: folder names that are
- * not a basis's own, and a components folder's prefix other than gene_expression_
- * (antibody_capture_2_components -> antibody_capture_umap). */
-static char *basis_name(const analysis_csv *c, const char *kind)
-{
-    static const char *const known[][2] = {{"pc", "pca"}, {"tsne", "tsne"}, {"umap", "umap"}};
-    const char *b = kind;
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-        if (strcmp(kind, known[i][0]) == 0)
-            b = known[i][1];
-    char mod[512] = "";
-    for (size_t i = 0; i < c->dirs.n; i++) {
-        const char *d = c->dirs.v[i];
-        size_t pl;
-        uint64_t n;
-        if (components_dir(d, &pl, &n)) {
-            if (pl > 1 && !starts_with(d, GE_PREFIX))
-                append_part(mod, sizeof mod, d, pl - 1);
-        } else if (strcmp(d, "pca") != 0 && strcmp(d, "tsne") != 0 && strcmp(d, "umap") != 0 &&
-                   strcmp(d, b) != 0 && strcmp(d, "dimensionality_reduction") != 0) {
-            append_part(mod, sizeof mod, d, strlen(d));
-        }
-    }
-    return cfs_strdupf("%s%s", mod, b);
-}
-
-static void set_why(projection *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void set_why(projection *p, const char *fmt, ...)
-{
-    free(p->why);
-    p->why = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(&p->why, fmt, ap) < 0)
-        p->why = NULL;
-    va_end(ap);
-    free(p->values);
-    p->values = NULL;
-}
-
-typedef struct projection_walk {
-    projection *p;
-    uint64_t n_obs;
-} projection_walk;
-
-static int projection_header(void *ctx, char **fld, long nf, long *nfields, char **why)
-{
-    const projection_walk *pw = ctx;
-    projection *p = pw->p;
-    const analysis_csv *c = p->csv;
-    size_t kl = nf >= 2 ? strcspn(fld[1], "-") : 0;
-    bool ok = nf >= 2 && (uint64_t)nf - 1 <= PROJ_MAX_COMPONENTS &&
-              strcasecmp(fld[0], "Barcode") == 0 && kl > 0;
-    for (long k = 1; ok && k < nf; k++)
-        ok = component_name(fld[k], fld[1], kl, (uint64_t)k);
-    for (size_t k = 0; ok && k < kl; k++)
-        ok = isalpha((unsigned char)fld[1][k]);
-    if (!ok) {
-        *why = cfs_strdupf("%s: the header is not Barcode,UMAP-1,UMAP-2,... (or TSNE-, PC-), as Cell "
-                    "Ranger writes it", c->rel);
-        return 1;
-    }
-    char *kind = lower_dup(fld[1], kl);
-    p->basis = kind ? basis_name(c, kind) : NULL;
-    free(kind);
-    p->ncomp = (uint64_t)nf - 1;
-    p->header_ok = true;
-    uint64_t nc = p->ncomp, n_obs = pw->n_obs;
-    if (!p->basis || (n_obs && nc > SIZE_MAX / sizeof(double) / n_obs) ||
-        !(p->values = malloc((n_obs ? n_obs * nc : 1) * sizeof(double))))
-        return -1;
-    for (uint64_t i = 0; i < n_obs * nc; i++)
-        p->values[i] = NAN;
-    *nfields = nf;
-    return 0;
-}
-
-static int projection_row(void *ctx, uint64_t r, uint64_t ln, char **fld, char **why)
-{
-    projection *p = ((const projection_walk *)ctx)->p;
-    uint64_t nc = p->ncomp;
-    for (uint64_t k = 0; k < nc; k++)
-        if (!cfs_parse_double(fld[k + 1], true, &p->values[r * nc + k])) {
-            *why = cfs_strdupf("%s: line %llu: '%.40s' (column %llu) is not a finite number",
-                        p->csv->rel, (ull)ln, fld[k + 1], (ull)k + 2);
-            return 1;
-        }
-    return 0;
-}
-
-/* Reads one projection.csv against the matrix's barcodes; a failure sets p->why. Returns -1
- * only on allocation failure. */
-static int read_projection(projection *p, const cfs_strset *map, uint64_t n_obs, cfs_err *err)
-{
-    projection_walk pw = {p, n_obs};
-    unsigned char *seen = calloc(n_obs ? n_obs : 1, 1);
-    cfs_csv_walk w = {p->csv->path, p->csv->rel, map, n_obs, seen,
-                      projection_header, projection_row, &pw};
-    char *why = NULL;
-    int rc = seen ? cfs_csv_walk_run(&w, &why) : -1;
-    free(seen);
-    if (rc == 0 && why)
-        set_why(p, "%s", why);
-    free(why);
-    return rc < 0 ? cfs_err_oom(err) : 0;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -703,12 +408,12 @@ static int cmp_i64(const void *a, const void *b)
 
 /* The obs column of a clusters.csv: its folders after clustering/, gene_expression_ dropped,
  * joined by '_' (graphclust, kmeans_3_clusters; 1.x kmeans/3_clusters -> kmeans_3_clusters). */
-static char *cluster_name(const analysis_csv *c)
+static char *cluster_name(const cfs_analysis_csv *c)
 {
     char name[512] = "";
     size_t nl = 0;
-    for (size_t i = 0; i < c->dirs.n; i++) {
-        const char *d = c->dirs.v[i];
+    for (size_t i = 0; i < c->ndirs; i++) {
+        const char *d = c->dirs[i];
         if (i == 0 && strcmp(d, "clustering") == 0)
             continue;
         if (starts_with(d, GE_PREFIX) && d[strlen(GE_PREFIX)])
@@ -728,7 +433,7 @@ typedef struct cluster_rows {
 } cluster_rows;
 
 typedef struct cluster_walk {
-    const analysis_csv *c;
+    const cfs_analysis_csv *c;
     cluster_rows *cr;
 } cluster_walk;
 
@@ -760,7 +465,7 @@ static int clusters_row(void *ctx, uint64_t r, uint64_t ln, char **fld, char **w
 
 /* Parses a clusters.csv; *msg says why it is left out (NULL: it parsed). -1 on allocation
  * failure. */
-static int parse_clusters(const analysis_csv *c, const cfs_strset *map, uint64_t n_obs,
+static int parse_clusters(const cfs_analysis_csv *c, const cfs_strset *map, uint64_t n_obs,
                           cluster_rows *cr, char **msg)
 {
     cluster_walk cw = {c, cr};
@@ -842,7 +547,7 @@ static cfs_elem *categorical(const char *name, const cluster_rows *cr, uint64_t 
 
 /* Reads one clusters.csv as the obs categorical `name`; *why when it is left out. -1 only on
  * allocation failure. */
-static int read_clusters(const analysis_csv *c, const char *name, const cfs_strset *map,
+static int read_clusters(const cfs_analysis_csv *c, const char *name, const cfs_strset *map,
                          uint64_t n_obs, cfs_elem **out, char **why, cfs_err *err)
 {
     *out = NULL;
@@ -865,119 +570,13 @@ typedef struct version_hints {
     bool any_drawable;
 } version_hints;
 
-/* The obs index as strings (the .h5 reader's barcodes). */
-static int obs_names(const cfs_dataset *ds, char ***out, cfs_err *err)
-{
-    cfs_elem *obs = cfs_elem_child(ds->root, "obs");
-    if (!obs || !obs->index || !obs->index->values ||
-        obs->index->values->dtype != CFS_STRING || obs->index->values->ndim != 1 ||
-        obs->index->values->shape[0] != ds->n_obs)
-        return cfs_err_set(err, "the matrix has no barcode list");
-    uint64_t n = ds->n_obs, start = 0;
-    char **v = calloc(n ? n : 1, sizeof *v);
-    if (!v)
-        return cfs_err_oom(err);
-    if (cfs_array_read(obs->index->values, &start, &n, v, err) < 0) {
-        free(v);
-        return cfs_err_prefix(err, "its barcodes cannot be read");
-    }
-    *out = v;
-    return 0;
-}
-
-static int attach_projections(cfs_dataset *ds, const analysis *a, const cfs_strset *map,
-                              version_hints *vh, cfs_err *err)
-{
-    size_t np = 0;
-    for (size_t i = 0; i < a->n; i++)
-        np += a->v[i].kind == CSV_PROJECTION;
-    if (np == 0)
-        return 0;
-    vh->any_projection = true;
-    projection *p = calloc(np, sizeof *p);
-    if (!p)
-        return cfs_err_oom(err);
-    size_t k = 0;
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < a->n; i++) {
-        if (a->v[i].kind != CSV_PROJECTION)
-            continue;
-        p[k].csv = &a->v[i];
-        rc = read_projection(&p[k], map, ds->n_obs, err);
-        if (rc == 0 && !p[k].header_ok) {
-            /* named from its path alone, for the report */
-            const analysis_csv *c = &a->v[i];
-            const char *kind = c->dirs.n ? c->dirs.v[0] : "projection";
-            p[k].basis = strdup(kind);
-            if (!p[k].basis)
-                rc = cfs_err_oom(err);
-        }
-        k++;
-    }
-    /* keys: X_<basis>, or X_<basis>_<n>d when the basis comes in several widths */
-    for (size_t i = 0; rc == 0 && i < np; i++) {
-        bool several = false, dup_of_earlier = false;
-        for (size_t j = 0; j < np; j++) {
-            if (j == i || !p[j].header_ok || !p[i].header_ok ||
-                strcmp(p[j].basis, p[i].basis) != 0)
-                continue;
-            if (p[j].ncomp != p[i].ncomp)
-                several = true;
-            else if (j < i && p[j].values)
-                dup_of_earlier = true;
-        }
-        p[i].key = several ? cfs_strdupf("X_%s_%llud", p[i].basis, (ull)p[i].ncomp)
-                           : cfs_strdupf("X_%s", p[i].basis);
-        if (!p[i].key) {
-            rc = cfs_err_oom(err);
-            break;
-        }
-        if (p[i].values && dup_of_earlier)
-            for (size_t j = 0; j < i; j++)
-                if (p[j].values && p[j].header_ok && p[j].ncomp == p[i].ncomp &&
-                    strcmp(p[j].basis, p[i].basis) == 0) {
-                    set_why(&p[i], "%s is a second %llu-component %s projection (the first, "
-                            "%s, is served)", p[i].csv->rel, (ull)p[i].ncomp, p[i].basis,
-                            p[j].csv->rel);
-                    break;
-                }
-    }
-    cfs_elem *obsm = rc == 0 ? cfs_elem_ensure_dict(ds->root, "obsm") : NULL;
-    if (rc == 0 && !obsm)
-        rc = cfs_err_oom(err);
-    for (size_t i = 0; rc == 0 && i < np; i++) {
-        char element[600];
-        snprintf(element, sizeof element, "obsm/%s", p[i].key);
-        if (!p[i].values) {
-            if (cfs_dataset_leave_out(ds, element, "%s; it was not read",
-                                      p[i].why ? p[i].why : "it cannot be read") < 0)
-                rc = cfs_err_oom(err);
-            continue;
-        }
-        uint64_t shape[2] = {ds->n_obs, p[i].ncomp};
-        cfs_elem *el = mem_elem(CFS_EL_ARRAY, p[i].key, CFS_FLOAT64, 2, shape, p[i].values);
-        if (el)
-            p[i].values = NULL;
-        rc = add(obsm, el, err);
-        vh->any_drawable = true;
-    }
-    for (size_t i = 0; i < np; i++) {
-        free(p[i].basis);
-        free(p[i].values);
-        free(p[i].why);
-        free(p[i].key);
-    }
-    free(p);
-    return rc;
-}
-
-static int attach_clusters(cfs_dataset *ds, const analysis *a, const cfs_strset *map,
+static int attach_clusters(cfs_dataset *ds, const cfs_analysis *a, const cfs_strset *map,
                            cfs_err *err)
 {
     cfs_elem *obs = cfs_elem_child(ds->root, "obs");
     for (size_t i = 0; i < a->n; i++) {
-        const analysis_csv *c = &a->v[i];
-        if (c->kind != CSV_CLUSTERS)
+        const cfs_analysis_csv *c = &a->v[i];
+        if (!c->clusters)
             continue;
         char *name = cluster_name(c);
         if (!name)
@@ -1007,16 +606,16 @@ static int attach_clusters(cfs_dataset *ds, const analysis *a, const cfs_strset 
     return 0;
 }
 
-static void version_from_paths(const analysis *a, version_hints *vh)
+static void version_from_paths(const cfs_analysis *a, version_hints *vh)
 {
     for (size_t i = 0; i < a->n; i++) {
-        const str_list *d = &a->v[i].dirs;
-        for (size_t k = 0; k < d->n; k++)
-            if (starts_with(d->v[k], GE_PREFIX))
+        const cfs_analysis_csv *c = &a->v[i];
+        for (size_t k = 0; k < c->ndirs; k++)
+            if (starts_with(c->dirs[k], GE_PREFIX))
                 vh->gene_expression = true;
-        if (d->n == 1 && a->v[i].kind == CSV_PROJECTION)
+        if (c->ndirs == 1 && !c->clusters)
             vh->flat = true; /* analysis/pca/projection.csv */
-        if (d->n >= 1 && strcmp(d->v[0], "kmeans") == 0)
+        if (c->ndirs >= 1 && strcmp(c->dirs[0], "kmeans") == 0)
             vh->flat = true; /* analysis/kmeans/10_clusters/clusters.csv */
     }
 }
@@ -1039,18 +638,14 @@ static int attach_analysis(cfs_dataset *ds, const outs_matrix *mx, version_hints
         return 0;
     }
     *have_analysis = true;
-    analysis a = {0};
-    str_list dirs = {0};
-    int rc = walk(&a, dir, rel, &dirs, 0) < 0 ? cfs_err_oom(err) : 0;
-    str_list_free(&dirs);
+    cfs_analysis a = {0};
+    int rc = cfs_analysis_walk(&a, dir, rel) < 0 ? cfs_err_oom(err) : 0;
     version_from_paths(&a, vh);
     char **names = NULL;
     cfs_strset *map = NULL;
-    if (rc == 0 && a.n && obs_names(ds, &names, err) < 0)
-        rc = -1;
     uint64_t dup = UINT64_MAX;
-    if (rc == 0 && a.n && !(map = map_build(names, ds->n_obs, &dup)))
-        rc = cfs_err_oom(err);
+    if (rc == 0 && a.n && cfs_obs_barcodes(ds, &names, &map, &dup, err) < 0)
+        rc = -1;
     if (rc == 0 && a.n && dup != UINT64_MAX) {
         /* a CSV row cannot be told which of the two cells it means */
         vh->any_projection = true;
@@ -1059,21 +654,25 @@ static int attach_analysis(cfs_dataset *ds, const outs_matrix *mx, version_hints
                                   names[dup], (ull)dup + 1) < 0)
             rc = cfs_err_oom(err);
     } else {
+        cfs_projection_report pr = {0};
         if (rc == 0 && a.n)
-            rc = attach_projections(ds, &a, map, vh, err);
+            rc = cfs_projections_attach(ds, &a, map, NULL, &pr, err);
+        vh->any_projection |= pr.any_projection;
+        vh->any_drawable |= pr.any_drawable;
         if (rc == 0 && a.n)
             rc = attach_clusters(ds, &a, map, err);
     }
     if (rc == 0 && a.truncated &&
         cfs_dataset_leave_out(ds, rel, "it holds more than %d CSVs; only the first %d (in name "
-                              "order) were read", WALK_MAX_FILES, WALK_MAX_FILES) < 0)
+                              "order) were read", CFS_ANALYSIS_MAX_FILES,
+                              CFS_ANALYSIS_MAX_FILES) < 0)
         rc = cfs_err_oom(err);
     if (names) {
         cfs_strings_free(names, (size_t)ds->n_obs);
         free(names);
     }
     cfs_strset_free(map);
-    analysis_free(&a);
+    cfs_analysis_free(&a);
     free(dir);
     free(rel);
     return rc;

@@ -7,8 +7,10 @@ scipy.io.mmread (transposed when rows are genes), the lists with pandas (read_cs
 a header), var_names made unique with anndata's make_index_unique, gene ids as var['gene_ids'],
 feature types as var['feature_types']; sci-RNA-seq3's tables as pandas reads them, with
 anndata's strings_to_categoricals applied (anndata does it when it writes), and their
-<x>umap_k / <x>tsne_k columns as obsm. The store, read with anndata.read_zarr (exported and
-mounted) and put back in source order, must equal it value for value."""
+<x>umap_k / <x>tsne_k columns as obsm; projection CSVs beside a matrix (proj_* fixtures) as
+pandas reads them (read_csv, index_col=0, float_precision="round_trip"), rows aligned to the barcodes, NaN for cells a CSV
+does not list. The store, read with anndata.read_zarr (exported and mounted) and put back in
+source order, must equal it value for value."""
 
 import gzip
 import json
@@ -27,6 +29,7 @@ from conftest import (
     FIXTURES_DIR,
     assert_catalog,
     describe,
+    left_out_lines,
     load_manifest,
     not_in_catalog_lines,
     refused_lines,
@@ -39,6 +42,7 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 MTX_DIR = FIXTURES_DIR / "mtx"
 MANIFEST = load_manifest("mtx", "make_mtx_fixtures.py")
 GOOD, GEO, BAD = MANIFEST["good"], MANIFEST["geo"], MANIFEST["bad"]
+PROJ = MANIFEST["projections"]
 OUTS = FIXTURES_DIR / "outs"
 
 # Cell Ranger's own MEX folders, opened directly (today's outs fixtures)
@@ -85,6 +89,16 @@ def oracle(e):
         for key, cols in e.get("obsm", {}).items():
             a.obsm[key] = obs[cols].to_numpy(dtype=np.float64)
         return a
+    a = _oracle_lists(e, d, x)
+    for key, csv in e.get("projections", {}).items():
+        # round_trip: pandas' default float parser may be 1 ulp off the correctly rounded value
+        df = pd.read_csv(d / csv, index_col=0, float_precision="round_trip")
+        assert not df.index.duplicated().any() and df.index.isin(a.obs_names).all(), csv
+        a.obsm[key] = df.reindex(a.obs_names).to_numpy(dtype=np.float64)
+    return a
+
+
+def _oracle_lists(e, d, x):
     bcs = read_lines(d / e["cells"])
     rows = [l.split("\t") for l in read_lines(d / e["genes"])]
     if e.get("gene_header"):
@@ -224,3 +238,133 @@ def test_bad_input_one_clear_line(name, cfs, tmp_path):
     lines = refused_lines(r.stderr)
     assert len(lines) == 1, describe(r)
     assert lines[0].startswith(f"cellucid-fs: {src}: refused: {e['refused']}"), lines[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# projection CSVs beside the matrix (formats/projections.c, shared with the outs reader)
+
+
+def _left_out_want(src, e):
+    return sorted(f"cellucid-fs: {src}: left out {el}: {msg}" for el, msg in e["left_out"].items())
+
+
+@pytest.mark.parametrize("name", sorted(PROJ))
+def test_projection_csvs_are_obsm(name, cfs, tmp_path):
+    """Each projection CSV beside the matrix is an obsm array equal to the CSV read with pandas;
+    a CSV that is not a projection (qc_metrics.csv) is skipped silently; a broken one is left
+    out with its reason and the dataset still served."""
+    e = {**PROJ[name], "path": MTX_DIR / PROJ[name]["path"]}
+    out = tmp_path / "out"
+    r = export(cfs, e["path"], out)
+    assert sorted(left_out_lines(r.stderr)) == _left_out_want(e["path"], e), describe(r)
+    a = source_order(ad.read_zarr(str(out / f"{e['id']}.zarr")))
+    o = oracle(e)
+    assert_equal(a, o)
+    for k, v in a.obsm.items():
+        assert np.asarray(v).dtype == np.float64, k
+    if e["projections"]:
+        assert_catalog(out, [e["id"]])
+        assert not not_in_catalog_lines(r.stderr), describe(r)
+    else:
+        assert_catalog(out, [], stores=[e["id"]])
+        lines = not_in_catalog_lines(r.stderr)
+        assert len(lines) == 1 and "every projection CSV beside the matrix was left out" in \
+            lines[0], describe(r)
+
+
+def test_projection_naming_and_missing_cells():
+    """Two t-SNE widths are X_tsne_2d and X_tsne_3d; analysis/pca/5_components is X_pca; the
+    3-d t-SNE lists all but two cells, whose rows are NaN (the oracle's reindex)."""
+    e = {**PROJ["proj_cellranger3"], "path": MTX_DIR / PROJ["proj_cellranger3"]["path"]}
+    o = oracle(e)
+    assert sorted(o.obsm) == ["X_pca", "X_tsne_2d", "X_tsne_3d", "X_umap"]
+    assert o.obsm["X_tsne_3d"].shape[1] == 3 and o.obsm["X_pca"].shape[1] == 5
+    assert np.isnan(o.obsm["X_tsne_3d"]).all(axis=1).sum() == 2
+
+
+def test_geo_prefix_projection_export_whole_folder(cfs, tmp_path):
+    """The GEO folder: each prefix takes only its own <prefix>*.csv[.gz]."""
+    out = tmp_path / "out"
+    r = run_cfs(cfs, "export", MTX_DIR / "proj_geo", out)
+    assert r.returncode == 0, describe(r)
+    want = []
+    for e in PROJ.values():
+        if e["path"].startswith("proj_geo/"):
+            want += _left_out_want(MTX_DIR / e["path"], e)
+    assert sorted(left_out_lines(r.stderr)) == sorted(want), describe(r)
+    ids = [e["id"] for e in PROJ.values() if e["path"].startswith("proj_geo/")]
+    drawable = [e["id"] for e in PROJ.values()
+                if e["path"].startswith("proj_geo/") and e["projections"]]
+    assert_catalog(out, drawable, stores=ids)
+    for i in ids:
+        e = {**PROJ[i], "path": MTX_DIR / PROJ[i]["path"]}
+        assert_equal(source_order(ad.read_zarr(str(out / f"{i}.zarr"))), oracle(e))
+
+
+def test_projection_csvs_mounted(cfs, mounts, tmp_path):
+    """Mounted: datasets.json lists the datasets with a projection; status.json lists the broken
+    CSV as left out with the export's reason; each store equals its oracle."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copytree(MTX_DIR / "proj_cellranger3", src / "proj_cellranger3")
+    for f in (MTX_DIR / "proj_geo").iterdir():
+        shutil.copy(f, src / f.name)
+    m = mounts(src)
+    status = json.loads((m.mnt / "status.json").read_text())
+    srcs = {Path(x["source"]).name: x for x in status["sources"]}
+    for name, e in PROJ.items():
+        x = srcs[Path(e["path"]).name]
+        assert x["state"] == "ready" and x["id"] == e["id"], x
+        assert {y["element"]: y["reason"] for y in x["left_out"]} == e["left_out"], x
+        assert x["in_catalog"] is bool(e["projections"]), x
+        o = oracle({**e, "path": MTX_DIR / e["path"]})
+        assert_equal(source_order(ad.read_zarr(str(m.mnt / f"{e['id']}.zarr"))), o)
+    cat = json.loads((m.mnt / "datasets.json").read_text())
+    assert sorted(d["id"] for d in cat["datasets"]) == sorted(
+        e["id"] for e in PROJ.values() if e["projections"])
+
+
+def _copy_cr3(tmp_path):
+    d = tmp_path / "cr3"
+    shutil.copytree(MTX_DIR / "proj_cellranger3", d)
+    for f in ("umap.csv", "tsne.csv", "tsne_3d.csv"):
+        (d / f).unlink()
+    shutil.rmtree(d / "analysis")
+    return d
+
+
+def test_broken_projection_left_out_rest_served(cfs, tmp_path):
+    """A projection CSV with a wrong field count is left out naming its line; another CSV of the
+    folder is still served."""
+    d = _copy_cr3(tmp_path)
+    bcs = read_lines(d / "barcodes.tsv.gz")
+    good = pd.DataFrame({"UMAP-1": np.arange(len(bcs), dtype=float),
+                         "UMAP-2": np.ones(len(bcs))}, index=pd.Index(bcs, name="Barcode"))
+    good.to_csv(d / "umap.csv")
+    text = good.rename(columns={"UMAP-1": "TSNE-1", "UMAP-2": "TSNE-2"}).to_csv()
+    rows = text.split("\n")
+    rows[3] = rows[3].rsplit(",", 1)[0]   # line 4 lacks its last field
+    (d / "tsne.csv").write_text("\n".join(rows))
+    out = tmp_path / "out"
+    r = export(cfs, d, out)
+    lines = left_out_lines(r.stderr)
+    assert len(lines) == 1 and lines[0].startswith(f"cellucid-fs: {d}: left out obsm/X_tsne: "
+                                                   "tsne.csv: line 4"), describe(r)
+    assert lines[0].endswith("; it was not read"), lines[0]
+    a = source_order(ad.read_zarr(str(out / "cr3.zarr")))
+    assert sorted(a.obsm) == ["X_umap"]
+    assert np.array_equal(np.asarray(a.obsm["X_umap"]), good.reindex(a.obs_names).to_numpy())
+    assert_catalog(out, ["cr3"])
+
+
+def test_no_embedding_hint_says_how_to_add_one(cfs, tmp_path):
+    """Without a projection CSV (only a table that is not one) the dataset is served, not
+    listed, and the hint names the CSV to add."""
+    d = _copy_cr3(tmp_path)
+    out = tmp_path / "out"
+    r = export(cfs, d, out)
+    assert not left_out_lines(r.stderr), describe(r)
+    assert_catalog(out, [], stores=["cr3"])
+    lines = not_in_catalog_lines(r.stderr)
+    assert len(lines) == 1 and "put a projection.csv (Barcode,UMAP-1,UMAP-2" in lines[0] and \
+        "beside the matrix" in lines[0], describe(r)

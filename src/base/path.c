@@ -1,5 +1,10 @@
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* strdup */
+#endif
+
 #include "path.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,4 +21,57 @@ char *cfs_path_join(const char *a, const char *b)
         out[k++] = '/';
     memcpy(out + k, b, lb + 1);
     return out;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int cfs_path_list(const char *dir, char ***names, size_t *n)
+{
+    *names = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    char **v = NULL;
+    size_t len = 0, cap = 0;
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (len == cap) {
+            size_t c = cap ? cap * 2 : 16;
+            char **nv = realloc(v, c * sizeof *nv);
+            if (!nv) {
+                rc = -1;
+                break;
+            }
+            v = nv;
+            cap = c;
+        }
+        if (!(v[len] = strdup(e->d_name)))
+            rc = -1;
+        else
+            len++;
+    }
+    closedir(d);
+    if (rc < 0) {
+        cfs_path_list_free(v, len);
+        return -1;
+    }
+    if (len)
+        qsort(v, len, sizeof *v, cmp_name);
+    *names = v;
+    *n = len;
+    return 0;
+}
+
+void cfs_path_list_free(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
 }

@@ -8,4 +8,14 @@
  */
 char *cfs_path_join(const char *a, const char *b);
 
+#include <stddef.h>
+
+/*
+ * The entries of folder dir, hidden ones (a leading '.') excepted, sorted by name (strcmp):
+ * *names receives n malloc'd names (free with cfs_path_list_free). -1 (errno set) if the folder
+ * cannot be opened, or on allocation failure.
+ */
+int cfs_path_list(const char *dir, char ***names, size_t *n);
+void cfs_path_list_free(char **names, size_t n);
+
 #endif

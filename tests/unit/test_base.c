@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +57,32 @@ static void test_path_join(void)
     CHECK(joins_to("out", "", "out"));
     CHECK(joins_to("", "", ""));
     CHECK(joins_to("a/b", "c/d", "a/b/c/d"));
+}
+
+/* A folder's entries: sorted, hidden ones skipped; a missing folder is -1. */
+static void test_path_list(void)
+{
+    char tmpl[] = "/tmp/cfs-unit-list-XXXXXX";
+    char *dir = unit_temp_dir(tmpl);
+    if (!dir)
+        return;
+    static const char *const make[] = {"b.csv", ".hidden", "a", "C"};
+    for (size_t i = 0; i < 4; i++) {
+        char *p = cfs_path_join(dir, make[i]);
+        FILE *f = p ? fopen(p, "w") : NULL;
+        CHECK(f != NULL);
+        if (f)
+            fclose(f);
+        free(p);
+    }
+    char **names;
+    size_t n;
+    CHECK(cfs_path_list(dir, &names, &n) == 0 && n == 3 && strcmp(names[0], "C") == 0 &&
+          strcmp(names[1], "a") == 0 && strcmp(names[2], "b.csv") == 0);
+    if (n == 3)
+        cfs_path_list_free(names, n);
+    unit_remove_folder(dir);
+    CHECK(cfs_path_list(dir, &names, &n) == -1 && n == 0 && names == NULL);
 }
 
 static void test_numbers(void)
@@ -254,6 +281,7 @@ void unit_base(void)
 {
     test_error_status();
     test_path_join();
+    test_path_list();
     test_numbers();
     test_strdupf();
     test_strset();
