@@ -22,46 +22,15 @@
 #include "number.h"
 #include "strfmt.h"
 #include "strset.h"
+#include "strlist.h"
 #include "utf8.h"
 
 #define TABLE_MAX_COLUMNS 4096
 
 typedef unsigned long long ull;
 
-typedef struct lines {
-    char **v;
-    size_t n, cap;
-} lines;
-
-static void lines_free(lines *l)
-{
-    if (l->v)
-        cfs_strings_free(l->v, l->n);
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
-/* Appends s (ownership passes; freed on failure). */
-static int lines_push(lines *l, char *s)
-{
-    if (!s)
-        return -1;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        char **v = realloc(l->v, cap * sizeof *v);
-        if (!v) {
-            free(s);
-            return -1;
-        }
-        l->v = v;
-        l->cap = cap;
-    }
-    l->v[l->n++] = s;
-    return 0;
-}
-
 /* Removes the first line (a header). */
-static void lines_drop_first(lines *l)
+static void lines_drop_first(cfs_strlist *l)
 {
     if (!l->n)
         return;
@@ -72,7 +41,7 @@ static void lines_drop_first(lines *l)
 
 /* Every line of a list file (as UTF-8; other text is taken as Latin-1); empty lines are
  * allowed only at its end. */
-static int read_list(const cfs_mex_file *f, const char *redo, lines *out, cfs_err *err)
+static int read_list(const cfs_mex_file *f, const char *redo, cfs_strlist *out, cfs_err *err)
 {
     cfs_text *t;
     if (cfs_text_open(f->path, f->rel, &t, err) < 0)
@@ -96,14 +65,14 @@ static int read_list(const cfs_mex_file *f, const char *redo, lines *out, cfs_er
                              "cut short; %s", f->rel, (ull)cfs_text_lineno(t), redo);
             break;
         }
-        if (lines_push(out, cfs_text_to_utf8(line, len)) < 0) {
+        if (cfs_strlist_push(out, cfs_text_to_utf8(line, len)) < 0) {
             rc = cfs_err_oom(err);
             break;
         }
     }
     cfs_text_close(t);
     if (rc < 0)
-        lines_free(out);
+        cfs_strlist_free(out);
     return rc < 0 ? -1 : 0;
 }
 
@@ -144,7 +113,7 @@ static char **split_copy(char *line, long n, char **fld)
 }
 
 /* Splits a list's lines into a table: the first line is the header. */
-static int read_table(const cfs_mex_file *f, lines *l, const char *redo, table *t,
+static int read_table(const cfs_mex_file *f, cfs_strlist *l, const char *redo, table *t,
                       cfs_err *err)
 {
     memset(t, 0, sizeof *t);
@@ -507,7 +476,7 @@ static int table_columns(cfs_elem *df, const table *t, long skip, bool *numeric,
     return 0;
 }
 
-static int obs_from_list(cfs_dataset *ds, lines *l, cfs_err *err)
+static int obs_from_list(cfs_dataset *ds, cfs_strlist *l, cfs_err *err)
 {
     uint64_t n = l->n;
     char **v = l->v ? l->v : calloc(1, sizeof *v);
@@ -560,8 +529,8 @@ static int var_from_table(cfs_dataset *ds, const table *t, cfs_err *err)
 }
 
 /* Gene lines: id[\tname[\ttype]] -> index (names made unique), gene_ids, feature_types. */
-static int var_from_list(cfs_dataset *ds, const cfs_mex_spec *s, lines *l, lines *names_list,
-                         cfs_err *err)
+static int var_from_list(cfs_dataset *ds, const cfs_mex_spec *s, cfs_strlist *l,
+                         cfs_strlist *names_list, cfs_err *err)
 {
     uint64_t n = l->n;
     size_t cells = n ? (size_t)n : 1;
@@ -650,8 +619,8 @@ static int var_from_list(cfs_dataset *ds, const cfs_mex_spec *s, lines *l, lines
 
 /* Which way the matrix lies, from the size line and the lists' lengths (headers dropped from
  * lists one line too long, when allowed). 1 cells are rows, 0 genes are rows, -1 refused. */
-static int orientation(const cfs_mex_spec *s, uint64_t rows, uint64_t cols, lines *cl,
-                       lines *gl, cfs_err *err)
+static int orientation(const cfs_mex_spec *s, uint64_t rows, uint64_t cols, cfs_strlist *cl,
+                       cfs_strlist *gl, cfs_err *err)
 {
     uint64_t b = cl->n - (s->cells_table && cl->n ? 1 : 0);
     uint64_t f = gl->n - (s->genes_table && gl->n ? 1 : 0);
@@ -688,7 +657,7 @@ static int orientation(const cfs_mex_spec *s, uint64_t rows, uint64_t cols, line
 int cfs_mex_open(const char *source, const cfs_mex_spec *s, cfs_dataset **out, cfs_err *err)
 {
     *out = NULL;
-    lines cl = {0}, gl = {0}, nl = {0};
+    cfs_strlist cl = {0}, gl = {0}, nl = {0};
     table ct = {0}, gt = {0};
     cfs_mtx *m = NULL;
     cfs_dataset *ds = NULL;
@@ -731,9 +700,9 @@ int cfs_mex_open(const char *source, const cfs_mex_spec *s, cfs_dataset **out, c
     if (rc == 0)
         rc = cfs_elem_add_or_free(ds->root, cfs_mtx_sparse(m, "X"), err);
     cfs_mtx_close(m);
-    lines_free(&cl);
-    lines_free(&gl);
-    lines_free(&nl);
+    cfs_strlist_free(&cl);
+    cfs_strlist_free(&gl);
+    cfs_strlist_free(&nl);
     table_free(&ct);
     table_free(&gt);
     if (rc < 0) {

@@ -21,6 +21,7 @@
 #endif
 
 #include "csv.h"
+#include "strlist.h"
 #include "strfmt.h"
 #include "format.h"
 #include "mex.h"
@@ -72,39 +73,6 @@ static const char *const mex_dirs[] = {
 /* Where a run folder keeps them: the folder itself, its outs/, an aggr's count/. */
 static const char *const bases[] = {"", "outs", "count", "outs/count", NULL};
 
-typedef struct str_list {
-    char **v;
-    size_t n, cap;
-} str_list;
-
-static void str_list_free(str_list *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        free(l->v[i]);
-    free(l->v);
-    l->v = NULL;
-    l->n = l->cap = 0;
-}
-
-/* Appends s (ownership passes; freed on failure). */
-static int str_list_push(str_list *l, char *s)
-{
-    if (!s)
-        return -1;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        char **v = realloc(l->v, cap * sizeof *v);
-        if (!v) {
-            free(s);
-            return -1;
-        }
-        l->v = v;
-        l->cap = cap;
-    }
-    l->v[l->n++] = s;
-    return 0;
-}
-
 static bool is_file(const char *dir, const char *name)
 {
     char *p = cfs_path_join(dir, name);
@@ -124,13 +92,13 @@ static bool is_dir(const char *dir, const char *name)
 }
 
 /* Entries of a folder (not hidden), sorted by name. */
-static int list_dir(const char *path, str_list *out)
+static int list_dir(const char *path, cfs_strlist *out)
 {
     char **names;
     size_t n;
     if (cfs_path_list(path, &names, &n) < 0)
         return -1;
-    str_list_free(out);
+    cfs_strlist_free(out);
     out->v = names;
     out->n = out->cap = n;
     return 0;
@@ -159,7 +127,7 @@ typedef struct outs_matrix {
     char *dir;           /* MEX: the folder of matrix.mtx[.gz]; H5: the .h5 file */
     char *rel;           /* dir relative to the path given, for messages */
     bool legacy;         /* Cell Ranger 1.x/2.x names */
-    str_list genomes;    /* MEX legacy: every genome folder (the first is served) */
+    cfs_strlist genomes;    /* MEX legacy: every genome folder (the first is served) */
 } outs_matrix;
 
 static void matrix_free(outs_matrix *mx)
@@ -168,15 +136,15 @@ static void matrix_free(outs_matrix *mx)
     free(mx->base_rel);
     free(mx->dir);
     free(mx->rel);
-    str_list_free(&mx->genomes);
+    cfs_strlist_free(&mx->genomes);
     memset(mx, 0, sizeof *mx);
 }
 
 /* Genome folders of filtered_gene_bc_matrices/ that hold a matrix. */
-static int legacy_genomes(const char *base, str_list *out)
+static int legacy_genomes(const char *base, cfs_strlist *out)
 {
     char *top = cfs_path_join(base, LEGACY_MEX_DIR);
-    str_list names = {0};
+    cfs_strlist names = {0};
     int rc = top ? list_dir(top, &names) : -1;
     for (size_t i = 0; rc == 0 && i < names.n; i++) {
         char *g = cfs_path_join(top, names.v[i]);
@@ -185,10 +153,10 @@ static int legacy_genomes(const char *base, str_list *out)
             break;
         }
         if (first_file(g, mtx_names))
-            rc = str_list_push(out, strdup(names.v[i]));
+            rc = cfs_strlist_push(out, strdup(names.v[i]));
         free(g);
     }
-    str_list_free(&names);
+    cfs_strlist_free(&names);
     free(top);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include "path.h"
 #include "progress.h"
 #include "strfmt.h"
+#include "strlist.h"
 #include "strset.h"
 #include "unit.h"
 #include "utf8.h"
@@ -132,6 +133,21 @@ static void test_strdupf(void)
     s = cfs_strdupf("%s", "");
     CHECK(s && s[0] == '\0');
     free(s);
+}
+
+static void test_strlist(void)
+{
+    cfs_strlist l = {0};
+    int pushed = 0;
+    for (int i = 0; i < 100; i++)
+        pushed += cfs_strlist_push(&l, cfs_strdupf("line %d", i)) == 0;
+    CHECK(pushed == 100 && l.n == 100 && strcmp(l.v[0], "line 0") == 0 &&
+          strcmp(l.v[99], "line 99") == 0);
+    /* A caller's failed allocation is refused, and nothing is appended. */
+    CHECK(cfs_strlist_push(&l, NULL) == -1 && l.n == 100);
+    cfs_strlist_free(&l);
+    CHECK(l.n == 0 && l.v == NULL && l.cap == 0);
+    cfs_strlist_free(&l);
 }
 
 static void test_strset(void)
@@ -284,6 +300,7 @@ void unit_base(void)
     test_path_list();
     test_numbers();
     test_strdupf();
+    test_strlist();
     test_strset();
     test_utf8_valid();
     test_progress();
