@@ -10,6 +10,7 @@
 typedef struct view {
     cfs_view_kind kind;
     cfs_array *inner;
+    int64_t value;          /* CFS_VIEW_EQUALS */
 } view;
 
 static uint64_t slab_elems(int ndim, const uint64_t *count)
@@ -89,6 +90,23 @@ static int codes_read(const cfs_array *arr, const view *v, uint64_t n, const uin
     return rc;
 }
 
+static int equals_read(const view *v, uint64_t n, const uint64_t *start, const uint64_t *count,
+                       void *out, cfs_err *err)
+{
+    void *tmp = cfs_elems_alloc(n, cfs_array_elem_size(v->inner), err);
+    if (!tmp)
+        return -1;
+    int rc = cfs_array_read(v->inner, start, count, tmp, err);
+    unsigned char *o = out;
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        bool neg;
+        uint64_t mag = cfs_elems_int(tmp, v->inner->dtype, (size_t)i, &neg);
+        o[i] = (neg ? -(int64_t)(mag - 1) - 1 : (int64_t)mag) == v->value;
+    }
+    free(tmp);
+    return rc;
+}
+
 static int view_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
                      void *out, cfs_err *err)
 {
@@ -108,6 +126,7 @@ static int view_read(const cfs_array *arr, const uint64_t *start, const uint64_t
         return cfs_html_unescape_all(out, (size_t)n, err);
     case CFS_VIEW_FORMAT: return format_read(v, n, start, count, out, err);
     case CFS_VIEW_CODES: return codes_read(arr, v, n, start, count, out, err);
+    case CFS_VIEW_EQUALS: return equals_read(v, n, start, count, out, err);
     }
     return cfs_err_set(err, "unknown view");
 }
@@ -172,5 +191,19 @@ cfs_array *cfs_view_codes(cfs_array *inner, uint64_t ncategories)
     }
     v->kind = CFS_VIEW_CODES;
     v->inner = inner;
+    return arr;
+}
+
+cfs_array *cfs_view_equals(cfs_array *inner, int64_t value)
+{
+    view *v = calloc(1, sizeof *v);
+    cfs_array *arr = v ? cfs_array_new(CFS_BOOL, inner->ndim, inner->shape, &view_ops, v) : NULL;
+    if (!arr) {
+        free(v);
+        return NULL;
+    }
+    v->kind = CFS_VIEW_EQUALS;
+    v->inner = cfs_array_ref(inner);
+    v->value = value;
     return arr;
 }

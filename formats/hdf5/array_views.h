@@ -14,6 +14,7 @@ typedef enum cfs_view_kind {
     CFS_VIEW_UNESCAPE,  /* strings with their character references unescaped (html_unescape.h) */
     CFS_VIEW_FORMAT,    /* integers as decimal strings */
     CFS_VIEW_CODES,     /* integers as another integer type (made by cfs_view_codes only) */
+    CFS_VIEW_EQUALS,    /* bools: whether each integer is one value (made by cfs_view_equals) */
 } cfs_view_kind;
 
 /* A view of inner (whose reference it takes over, also on failure). NULL on allocation
@@ -26,5 +27,9 @@ cfs_dtype cfs_codes_dtype(uint64_t ncategories);
 /* Integer codes as that type: inner itself if it is already, else a view (which takes over
  * inner's reference, also on failure). NULL on allocation failure. */
 cfs_array *cfs_view_codes(cfs_array *inner, uint64_t ncategories);
+
+/* Bools: whether each integer of inner equals value (R's logical enum: TRUE, or NA). Takes a
+ * reference to inner of its own. NULL on allocation failure. */
+cfs_array *cfs_view_equals(cfs_array *inner, int64_t value);
 
 #endif

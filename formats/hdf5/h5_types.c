@@ -171,6 +171,38 @@ bool cfs_h5_is_bool_enum(hid_t type)
     return seen_false && seen_true && int_base;
 }
 
+bool cfs_h5_is_r_logical_enum(hid_t type)
+{
+    if (H5Tget_class(type) != H5T_ENUM || H5Tget_nmembers(type) != 3)
+        return false;
+    int seen = 0;
+    for (unsigned i = 0; i < 3; i++) {
+        char *m = H5Tget_member_name(type, i);
+        if (!m)
+            return false;
+        seen |= strcmp(m, "FALSE") == 0 ? 1 : strcmp(m, "TRUE") == 0 ? 2
+              : strcmp(m, "NA") == 0 ? 4 : 0;
+        H5free_memory(m);
+    }
+    hid_t super = H5Tget_super(type);
+    bool int_base = super >= 0 && H5Tget_class(super) == H5T_INTEGER;
+    if (super >= 0)
+        H5Tclose(super);
+    return seen == 7 && int_base;
+}
+
+hid_t cfs_h5_r_logical_mem_type(void)
+{
+    static const char *const names[] = {"FALSE", "TRUE", "NA"};
+    hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
+    for (int8_t v = 0; t >= 0 && v < 3; v++)
+        if (H5Tenum_insert(t, names[v], &v) < 0) {
+            H5Tclose(t);
+            t = -1;
+        }
+    return t;
+}
+
 /* A one-byte enum with h5py's member names: enum-to-enum conversion maps by name, so any
  * FALSE/TRUE enum (int8, uint8, big-endian, other values) reads as 0/1 bytes. */
 hid_t cfs_h5_bool_mem_type(void)
@@ -219,9 +251,9 @@ void cfs_h5_type_describe(hid_t type, char *buf, size_t len)
     case H5T_FLOAT: snprintf(buf, len, "float%zu", size * 8); return;
     case H5T_STRING: snprintf(buf, len, "string"); return;
     case H5T_ENUM:
-        snprintf(buf, len, "%s", cfs_h5_is_bool_enum(type)
-                                     ? "bool"
-                                     : "an enumeration (not h5py's FALSE/TRUE bool)");
+        snprintf(buf, len, "%s", cfs_h5_is_bool_enum(type)        ? "bool"
+                                 : cfs_h5_is_r_logical_enum(type) ? "R logical (FALSE, TRUE, NA)"
+                                 : "an enumeration (not h5py's FALSE/TRUE bool)");
         return;
     case H5T_COMPOUND:
         if (cfs_h5_is_complex(type))
@@ -308,6 +340,12 @@ int cfs_h5_plan_type(hid_t type, cfs_h5_type_plan *p, cfs_err *err)
         p->mem = cfs_h5_strtype_mem(&p->st);
         return p->mem < 0 ? cfs_err_set(err, "libhdf5 could not make a string type") : 0;
     case H5T_ENUM:
+        if (cfs_h5_is_r_logical_enum(type)) {
+            /* Read as its codes (0, 1, 2); the h5ad reader makes them a nullable bool. */
+            p->dtype = CFS_INT8;
+            p->mem = cfs_h5_r_logical_mem_type();
+            return p->mem < 0 ? cfs_err_set(err, "libhdf5 could not make an enum type") : 0;
+        }
         if (!cfs_h5_is_bool_enum(type))
             return refuse_type(type, err);
         p->dtype = CFS_BOOL;

@@ -23,6 +23,10 @@ void cfs_h5_type_describe(hid_t type, char *buf, size_t len);
 
 /* h5py's numpy-bool type: an enum with exactly the members FALSE and TRUE over an integer. */
 bool cfs_h5_is_bool_enum(hid_t type);
+/* R's logical as hdf5r writes it (SeuratDisk): an enum with exactly FALSE, TRUE and NA. */
+bool cfs_h5_is_r_logical_enum(hid_t type);
+/* A one-byte enum FALSE = 0, TRUE = 1, NA = 2 that such an enum reads into; -1 on failure. */
+hid_t cfs_h5_r_logical_mem_type(void);
 /* A one-byte FALSE/TRUE enum that any such enum reads into as 0/1 bytes; -1 on failure. */
 hid_t cfs_h5_bool_mem_type(void);
 /* A compound of two floats named r and i (h5py's complex numbers). */

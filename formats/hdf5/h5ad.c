@@ -423,6 +423,31 @@ static int legacy_column(hid_t grp, const char *name, cfs_elem **col, cfs_err *e
     return 0;
 }
 
+/* R's logical (hdf5r's FALSE/TRUE/NA enum, as SeuratDisk writes a logical metadata column),
+ * read as its codes: a nullable boolean, as pandas' "boolean" column anndata writes for it. */
+static int r_logical_column(hid_t grp, const char *name, cfs_elem **col, cfs_err *err)
+{
+    hid_t d = H5Dopen2(grp, name, H5P_DEFAULT);
+    hid_t t = d >= 0 ? H5Dget_type(d) : -1;
+    bool logical = t >= 0 && cfs_h5_is_r_logical_enum(t);
+    if (t >= 0)
+        H5Tclose(t);
+    if (d >= 0)
+        H5Dclose(d);
+    cfs_elem *c = *col;
+    if (!logical || c->kind != CFS_EL_ARRAY || c->values->ndim != 1)
+        return 0;
+    cfs_elem *nb = elem_new(CFS_EL_NULLABLE_BOOL, name);
+    if (!nb || !(nb->values = cfs_view_equals(c->values, 1)) ||
+        !(nb->aux = cfs_view_equals(c->values, 2))) {
+        cfs_elem_free(nb);
+        return cfs_err_oom(err);
+    }
+    cfs_elem_free(c);
+    *col = nb;
+    return 0;
+}
+
 /* One column: read, checked, added, or left out with its reason. Fails only on OOM. */
 static int read_column(rd *r, hid_t grp, cfs_elem *df, char **cols, size_t i, const char *path,
                        int depth, uint64_t nrows, bool v010, cfs_err *err)
@@ -439,6 +464,7 @@ static int read_column(rd *r, hid_t grp, cfs_elem *df, char **cols, size_t i, co
     else
         ok = read_elem(r, grp, cols[i], cpath, depth + 1, &col, &why) == 0 &&
              (!v010 || legacy_column(grp, cols[i], &col, &why) == 0) &&
+             r_logical_column(grp, cols[i], &col, &why) == 0 &&
              check_column(col, nrows, &why) == 0;
     if (ok) {
         rc = cfs_elem_add_or_free(df, col, err);
