@@ -22,6 +22,7 @@
 #include "volume.h"
 #include "watch.h"
 #include "files.h"
+#include "guard.h"
 #include "mount.h"
 
 enum { LONG_TIMEOUT = 86400 };
@@ -340,6 +341,11 @@ static int check_paths(const char *src, const char *mnt)
         fprintf(stderr, "cellucid-fs: %s: the mount point must be an existing folder\n", mnt);
         return -1;
     }
+    if (cfs_guard_is_mount_point(mnt)) {
+        fprintf(stderr, "cellucid-fs: %s is already a mount point; unmount it first "
+                        "(fusermount3 -u %s) or mount elsewhere\n", mnt, mnt);
+        return -1;
+    }
     char rs[PATH_MAX], rm[PATH_MAX];
     if (realpath(src, rs) && realpath(mnt, rm) && strncmp(rm, rs, strlen(rs)) == 0 &&
         (rm[strlen(rs)] == '/' || rm[strlen(rs)] == '\0')) {
@@ -420,6 +426,12 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
         return 1;
     }
     cfs_cache_close(probe);
+    /* Held until the daemon exits: it is inherited across the daemon's fork. */
+    int lock = cfs_guard_lock_cache(cache_dir, &err);
+    if (lock < 0) {
+        fprintf(stderr, "cellucid-fs: %s\n", err.msg);
+        return 1;
+    }
     mkdir(work, 0700);
     mkdir(unpacked, 0700);
     cfs_volume *vol = cfs_volume_open(src, opts, NULL, work, unpacked, stderr, &err);
@@ -434,6 +446,7 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
     if (se && fuse_set_signal_handlers(se) == 0) {
         if (fuse_session_mount(se, mnt) == 0) {
             fuse_daemonize(foreground || debug);
+            cfs_guard_note_pid(lock);
             /* SQLite connections must not cross a fork: the daemon opens its own. */
             cfs_cache *cache = cfs_cache_open(cache_dir, opts->cache_size, &err);
             cfs_watch *watch = NULL;
@@ -463,5 +476,6 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
     cfs_buf_free(&st.status.text);
     pthread_mutex_destroy(&st.status.lock);
     cfs_volume_close(vol);
+    close(lock);
     return status;
 }
