@@ -885,6 +885,18 @@ int cfs_volume_readdir(cfs_volume *v, uint64_t ino, uint64_t from,
     return 0;
 }
 
+/* A source as status.json shows it: its path below SRC (status.json is served with the stores,
+ * to anyone: the folder's place on the machine is nobody's business), or SRC's own name when
+ * the source is SRC itself. */
+static const char *shown_source(const cfs_volume *v, const char *source)
+{
+    size_t n = strlen(v->src);
+    if (strncmp(source, v->src, n) == 0 && source[n] == '/' && source[n + 1])
+        return source + n + 1;
+    const char *slash = strrchr(v->src, '/');
+    return strcmp(source, v->src) == 0 && slash && slash[1] ? slash + 1 : source;
+}
+
 static char *status_text(cfs_volume *v)
 {
     json_t *list = json_array();
@@ -908,7 +920,7 @@ static char *status_text(cfs_volume *v)
         }
         const char *state = p->refused ? "refused" : working ? "working" : "ready";
         json_t *e = json_pack("{s:s, s:s?, s:s?, s:s?, s:s, s:s?, s:b, s:o}", "source",
-                              p->source, "id", p->refused ? NULL : p->id, "format",
+                              shown_source(v, p->source), "id", p->refused ? NULL : p->id, "format",
                               p->ds ? p->ds->format : NULL, "version",
                               p->ds ? p->ds->format_version : NULL, "state", state, "reason",
                               p->refused, "in_catalog", p->ds && p->embedding, "left_out",
