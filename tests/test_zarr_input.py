@@ -160,3 +160,26 @@ def test_not_anndata_zarr_group_refused(cfs, tmp_path):
     r = run_cfs(cfs, "export", p, tmp_path / "out")
     assert r.returncode != 0
     assert "not AnnData" in r.stderr and "write_zarr" in r.stderr, r.stderr
+
+
+def test_truncated_chunk_and_outside_symlink_refused_clearly(cfs, tmp_path):
+    """A chunk cut short, or a chunk that is a symlink out of the store: one line naming the
+    chunk file and what to do, no crash, no store."""
+    cut = tmp_path / "cut.zarr"
+    shutil.copytree(src("plain"), cut)
+    chunk = cut / "obsm" / "X_pca" / "0.0"
+    data = chunk.read_bytes()
+    chunk.write_bytes(data[: len(data) // 2])
+    r = run_cfs(cfs, "export", cut, tmp_path / "out1")
+    assert r.returncode != 0, describe(r)
+    assert "obsm/X_pca" in r.stderr and "chunk 0.0" in r.stderr and "blosc" in r.stderr, r.stderr
+
+    link = tmp_path / "link.zarr"
+    shutil.copytree(src("plain"), link)
+    chunk = link / "obsm" / "X_pca" / "0.0"
+    outside = tmp_path / "outside"
+    chunk.rename(outside)
+    chunk.symlink_to(outside)
+    r = run_cfs(cfs, "export", link, tmp_path / "out2")
+    assert r.returncode != 0, describe(r)
+    assert "obsm/X_pca/0.0 is a symlink leading out of the store" in r.stderr, r.stderr
