@@ -1,0 +1,24 @@
+/*
+ * The compressors numcodecs writes into Zarr v2 stores, decoded through their libraries:
+ * blosc (c-blosc 1: every cname and shuffle its frame records), zstd, zlib, gzip, lz4
+ * (numcodecs' framing: a 4-byte little-endian size, then one LZ4 block), bz2 and lzma (xz and
+ * "alone" containers). A compressor not listed is refused by name, so the array it encodes is
+ * left out and the rest of the dataset served.
+ */
+#ifndef CFS_ZARR_CODECS_H
+#define CFS_ZARR_CODECS_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "error.h"
+
+/* 0 if compressor (a .zarray "compressor" object) is one this version decodes; else -1 with
+ * a reason naming the codec. */
+int zr_codec_check(json_t *compressor, cfs_err *err);
+/* Decodes the n bytes at in. expect: the decoded size when the caller knows it (numeric
+ * chunks), else 0. *out is malloc'd. -1 with the reason on damaged input. */
+int zr_codec_decode(json_t *compressor, const unsigned char *in, size_t n, size_t expect,
+                    unsigned char **out, size_t *outlen, cfs_err *err);
+
+#endif
