@@ -1,4 +1,5 @@
 #include "probe.h"
+#include "unpack.h"
 
 #include <bzlib.h>
 #include <errno.h>
@@ -178,7 +179,7 @@ static bool inflater_init(inflater *f, const char *codec)
         return f->kind = 1, BZ2_bzDecompressInit(&f->bz, 0, 0) == BZ_OK;
     f->kind = 2;
     f->xz = (lzma_stream)LZMA_STREAM_INIT;
-    return lzma_stream_decoder(&f->xz, UINT64_MAX, 0) == LZMA_OK;
+    return lzma_stream_decoder(&f->xz, CFS_XZ_MEMORY_LIMIT, 0) == LZMA_OK;
 }
 
 /* Inflates from in[0..n) into out[*have..cap); false at the stream's end or on an error. */

@@ -34,7 +34,7 @@ static bool decoder_start(decoder *d)
     } else {
         d->xz = (lzma_stream)LZMA_STREAM_INIT;
         /* xz joins concatenated streams itself. */
-        d->open = lzma_stream_decoder(&d->xz, UINT64_MAX, LZMA_CONCATENATED) == LZMA_OK;
+        d->open = lzma_stream_decoder(&d->xz, CFS_XZ_MEMORY_LIMIT, LZMA_CONCATENATED) == LZMA_OK;
     }
     return d->open;
 }

@@ -11,6 +11,11 @@
 
 #include "error.h"
 
+/* What an xz or lzma decoder may allocate: a stream can claim any dictionary size in its header,
+ * and liblzma would allocate it (xz -9 needs 65 MiB, numcodecs' LZMA 9 MiB). A stream that
+ * needs more is refused as damaged instead of taking the machine's memory. */
+#define CFS_XZ_MEMORY_LIMIT (UINT64_C(512) << 20)
+
 /* Told how far the decompression is (compressed bytes read of the whole, bytes written); a
  * non-zero return stops it, with the reason the callback put in err. */
 typedef int (*cfs_unpack_progress)(void *ctx, uint64_t done, uint64_t total, uint64_t written,

@@ -1,6 +1,7 @@
 /* The R serialization byte source: layers of decompression under a buffered reader, the
  * container magic and stream header, and the primitives of the three formats (rstream.h). */
 #include "rstream.h"
+#include "unpack.h"
 
 #include <bzlib.h>
 #include <ctype.h>
@@ -61,7 +62,7 @@ static bool decoder_start(layer *l)
         l->open = BZ2_bzDecompressInit(&l->bz, 0, 0) == BZ_OK;
     } else {
         l->xz = (lzma_stream)LZMA_STREAM_INIT;
-        l->open = lzma_stream_decoder(&l->xz, UINT64_MAX, LZMA_CONCATENATED) == LZMA_OK;
+        l->open = lzma_stream_decoder(&l->xz, CFS_XZ_MEMORY_LIMIT, LZMA_CONCATENATED) == LZMA_OK;
     }
     l->ended = false;
     return l->open;

@@ -3,6 +3,7 @@
  * not exceed ZR_MAX_DECODED, whatever its header claims.
  */
 #include "zarr_codecs.h"
+#include "unpack.h"
 
 #include <blosc.h>
 #include <bzlib.h>
@@ -209,7 +210,7 @@ static int bz2_dec(const unsigned char *in, size_t n, size_t expect, grow *g, cf
 static int lzma_dec(const unsigned char *in, size_t n, size_t expect, grow *g, cfs_err *err)
 {
     lzma_stream z = LZMA_STREAM_INIT;
-    if (lzma_auto_decoder(&z, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK)
+    if (lzma_auto_decoder(&z, CFS_XZ_MEMORY_LIMIT, LZMA_CONCATENATED) != LZMA_OK)
         return cfs_err_oom(err);
     z.next_in = in;
     z.avail_in = n;
@@ -228,7 +229,10 @@ static int lzma_dec(const unsigned char *in, size_t n, size_t expect, grow *g, c
         g->len += before - z.avail_out;
         if (rc != LZMA_OK && rc != LZMA_STREAM_END) {
             lzma_end(&z);
-            return damaged(g, "lzma", rc == LZMA_BUF_ERROR ? "truncated" : "bad data", err);
+            return damaged(g, "lzma", rc == LZMA_BUF_ERROR ? "truncated"
+                                      : rc == LZMA_MEMLIMIT_ERROR
+                                          ? "its header asks for more than 512 MiB to decode"
+                                          : "bad data", err);
         }
     }
     lzma_end(&z);

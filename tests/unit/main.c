@@ -20,6 +20,7 @@ int main(void)
     run("fuse", unit_fuse);
     run("formats", unit_formats);
     run("registry", unit_registry);
+    run("fuzz regressions", unit_fuzz_regressions);
     run("rstream", unit_rstream);
     printf("unit: %d passed, %d failed\n", unit_passed, unit_failed);
     return unit_failed != 0;

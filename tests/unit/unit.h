@@ -27,6 +27,7 @@ void unit_cache(void);
 void unit_fuse(void);
 void unit_formats(void);
 void unit_registry(void);
+void unit_fuzz_regressions(void);
 void unit_rstream(void);
 
 /* Shared helpers (unit.c). */
