@@ -288,6 +288,11 @@ static int fill_atomic(rd *r, r_obj *x, uint64_t n, gen_fn gen, void *ctx)
         x->sunk = true;
         return r->sink->end(r->sink->ctx, x->sink_id, r->err) != 0 ? -1 : 0;
     }
+    if (gen && n > R_MAX_GENERATED_IN_MEMORY) {
+        damaged(r, "an ALTREP sequence of %llu values, more than this reader expands in memory "
+                "(%llu)", (unsigned long long)n, (unsigned long long)R_MAX_GENERATED_IN_MEMORY);
+        return -1;
+    }
     uint64_t cap = 0;
     void *data = NULL;
     for (uint64_t done = 0; done < n;) {

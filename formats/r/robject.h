@@ -115,6 +115,11 @@ typedef struct r_sink {
 
 #define R_DEFAULT_SINK_THRESHOLD ((uint64_t)1 << 20)
 #define R_DEFAULT_MAX_DEPTH 2000
+/* The longest vector an ALTREP sequence may expand to in memory (without a sink taking it):
+ * a compact sequence is a few bytes in the file whatever its length, so a damaged or hostile
+ * one could otherwise ask for any amount of memory. 2^26 values (512 MiB of doubles) is far
+ * beyond the cell and gene counts such sequences index. */
+#define R_MAX_GENERATED_IN_MEMORY ((uint64_t)1 << 26)
 /* An ALTREP sequence longer than this is refused (its length costs no stream bytes). */
 #define R_MAX_EXPANDED ((uint64_t)1 << 32)
 

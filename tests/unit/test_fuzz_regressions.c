@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "robject.h"
 #include "unit.h"
 #include "zarr_codecs.h"
 
@@ -42,7 +43,23 @@ static void test_lzma_huge_dictionary(void)
     free(data);
 }
 
+/* A compact integer sequence of hundreds of millions of values: a few bytes in the stream,
+ * gigabytes once expanded. Without a sink to take it, it is refused (R_MAX_GENERATED_IN_MEMORY). */
+static void test_altrep_huge_sequence(void)
+{
+    size_t len;
+    unsigned char *data = slurp("fuzz_rstream/altrep-huge-sequence", &len);
+    r_read_opts opts = {.sink_threshold = 4096};
+    r_file *f = NULL;
+    cfs_err err = {0};
+    CHECK(data && len > 0);
+    CHECK(data && r_read_mem(data, len, &opts, &f, &err) == -1 && f == NULL &&
+          err.status == CFS_EDAMAGED && strstr(err.msg, "ALTREP sequence"));
+    free(data);
+}
+
 void unit_fuzz_regressions(void)
 {
     test_lzma_huge_dictionary();
+    test_altrep_huge_sequence();
 }
