@@ -1,0 +1,428 @@
+/* From R objects to the dataset model: see rconvert.h. */
+#include "rconvert.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strfmt.h"
+
+const void *rc_values(const rconv *c, const r_obj *x)
+{
+    if (!x || (x->type != R_INT && x->type != R_LGL && x->type != R_REAL))
+        return NULL;
+    if (x->sunk) {
+        size_t nbytes;
+        return c->sink ? r_memsink_data(c->sink, x->sink_id, &nbytes, NULL) : NULL;
+    }
+    if (x->length == 0) {
+        static const double none[1];
+        return none;
+    }
+    return x->type == R_REAL ? (const void *)r_reals(x) : (const void *)r_ints(x);
+}
+
+char **rc_strings(const r_obj *x, const char *na)
+{
+    uint64_t n = r_length(x);
+    char **v = calloc(n ? n : 1, sizeof *v);
+    for (uint64_t i = 0; v && i < n; i++) {
+        const char *s = r_str_at(x, i, NULL);
+        if (!(v[i] = strdup(s ? s : na ? na : "NA"))) {
+            cfs_strings_free(v, (size_t)i);
+            free(v);
+            return NULL;
+        }
+    }
+    return v;
+}
+
+cfs_elem *rc_strings_elem(const char *name, char **v, uint64_t n)
+{
+    if (!v)
+        return NULL;
+    cfs_array *a = cfs_array_from_memory(CFS_STRING, 1, &n, v);
+    if (!a) {
+        cfs_strings_free(v, (size_t)n);
+        free(v);
+        return NULL;
+    }
+    return cfs_elem_from_array(CFS_EL_ARRAY, name, a);
+}
+
+cfs_elem *rc_string_elem(const char *name, const r_obj *x)
+{
+    return rc_strings_elem(name, rc_strings(x, NULL), r_length(x));
+}
+
+static cfs_elem *mem_elem(cfs_elem_kind kind, const char *name, cfs_dtype t, int ndim,
+                          const uint64_t *shape, void *data)
+{
+    if (!data)
+        return NULL;
+    cfs_array *a = cfs_array_from_memory(t, ndim, shape, data);
+    if (!a) {
+        free(data);
+        return NULL;
+    }
+    return cfs_elem_from_array(kind, name, a);
+}
+
+static void *copy_of(const void *src, size_t n, size_t size)
+{
+    void *v = malloc(n ? n * size : 1);
+    if (v && n)
+        memcpy(v, src, n * size);
+    return v;
+}
+
+/* Codes (int8/16/32 by the number of categories) for n values; code(i) gives -1 for NA. */
+static cfs_elem *categorical(const char *name, uint64_t n, const int32_t *codes, char **cats,
+                             uint64_t ncat, bool ordered)
+{
+    cfs_dtype ct = ncat <= INT8_MAX ? CFS_INT8 : ncat <= INT16_MAX ? CFS_INT16 : CFS_INT32;
+    void *v = malloc(n ? n * cfs_dtype_size(ct) : 1);
+    for (uint64_t i = 0; v && i < n; i++) {
+        int32_t k = codes[i];
+        if (ct == CFS_INT8)
+            ((int8_t *)v)[i] = (int8_t)k;
+        else if (ct == CFS_INT16)
+            ((int16_t *)v)[i] = (int16_t)k;
+        else
+            ((int32_t *)v)[i] = k;
+    }
+    cfs_elem *el = v ? mem_elem(CFS_EL_CATEGORICAL, name, ct, 1, &n, v) : NULL;
+    if (!el) {
+        cfs_strings_free(cats, (size_t)ncat);
+        free(cats);
+        return NULL;
+    }
+    el->ordered = ordered;
+    if (!(el->categories = rc_strings_elem("categories", cats, ncat))) {
+        cfs_elem_free(el);
+        return NULL;
+    }
+    return el;
+}
+
+static cfs_elem *factor_column(const rconv *c, const r_obj *v, const char *name, uint64_t n,
+                               const char **why)
+{
+    const r_obj *lev = r_attr(v, "levels");
+    uint64_t ncat = lev && lev->type == R_STR ? lev->length : 0;
+    const int32_t *x = rc_values(c, v);
+    if (!x || (lev && lev->type != R_STR)) {
+        *why = "a factor whose codes or levels are not stored as R writes them";
+        return NULL;
+    }
+    int32_t *codes = malloc(n ? n * sizeof *codes : 1);
+    if (!codes)
+        return NULL;
+    for (uint64_t i = 0; i < n; i++)
+        codes[i] = x[i] == R_NA_INT || x[i] < 1 || (uint64_t)x[i] > ncat ? -1 : x[i] - 1;
+    cfs_elem *el = categorical(name, n, codes, rc_strings(lev, NULL), ncat,
+                               r_inherits(v, "ordered"));
+    free(codes);
+    return el;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A character vector with NA: a categorical of its distinct values, sorted. */
+static cfs_elem *string_categorical(const r_obj *v, const char *name, uint64_t n)
+{
+    const char **vals = malloc((n ? n : 1) * sizeof *vals);
+    int32_t *codes = malloc((n ? n : 1) * sizeof *codes);
+    char **cats = NULL;
+    size_t k = 0, ncat = 0;
+    cfs_elem *el = NULL;
+    if (!vals || !codes)
+        goto done;
+    for (uint64_t i = 0; i < n; i++)
+        if (r_str_at(v, i, NULL))
+            vals[k++] = r_str_at(v, i, NULL);
+    qsort(vals, k, sizeof *vals, cmp_str);
+    for (size_t i = 0; i < k; i++)
+        if (ncat == 0 || strcmp(vals[ncat - 1], vals[i]) != 0)
+            vals[ncat++] = vals[i];
+    if (!(cats = calloc(ncat ? ncat : 1, sizeof *cats)))
+        goto done;
+    for (size_t i = 0; i < ncat; i++)
+        if (!(cats[i] = strdup(vals[i]))) {
+            cfs_strings_free(cats, i);
+            free(cats);
+            goto done;
+        }
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s = r_str_at(v, i, NULL);
+        codes[i] = -1;
+        if (s) {
+            const char **hit = bsearch(&s, vals, ncat, sizeof *vals, cmp_str);
+            codes[i] = (int32_t)(hit - vals);
+        }
+    }
+    el = categorical(name, n, codes, cats, ncat, false);
+done:
+    free(vals);
+    free(codes);
+    return el;
+}
+
+static cfs_elem *nullable(cfs_elem_kind kind, const char *name, uint64_t n, const int32_t *x)
+{
+    bool b = kind == CFS_EL_NULLABLE_BOOL;
+    void *val = malloc(n ? n * (b ? 1 : sizeof(int32_t)) : 1);
+    uint8_t *mask = malloc(n ? n : 1);
+    if (!val || !mask) {
+        free(val);
+        free(mask);
+        return NULL;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        bool na = x[i] == R_NA_INT;
+        mask[i] = na;
+        if (b)
+            ((uint8_t *)val)[i] = !na && x[i] != 0;
+        else
+            ((int32_t *)val)[i] = na ? 0 : x[i];
+    }
+    cfs_elem *el = mem_elem(kind, name, b ? CFS_BOOL : CFS_INT32, 1, &n, val);
+    cfs_array *m = el ? cfs_array_from_memory(CFS_BOOL, 1, &n, mask) : NULL;
+    if (!m) {
+        if (!el)
+            return NULL;
+        free(mask);
+        cfs_elem_free(el);
+        return NULL;
+    }
+    el->aux = m;
+    return el;
+}
+
+cfs_elem *rc_column(const rconv *c, const r_obj *v, const char *name, uint64_t n,
+                    const char **why, cfs_err *err)
+{
+    (void)err;
+    *why = NULL;
+    if (r_length(v) != n || r_attr(v, "dim")) {
+        *why = r_attr(v, "dim") ? "a matrix column (not one value per row)"
+                                : "its length is not the number of rows";
+        return NULL;
+    }
+    if (v->type == R_INT && r_inherits(v, "factor"))
+        return factor_column(c, v, name, n, why);
+    if (v->type == R_STR) {
+        for (uint64_t i = 0; i < n; i++)
+            if (!r_str_at(v, i, NULL))
+                return string_categorical(v, name, n);
+        return rc_string_elem(name, v);
+    }
+    const void *x = rc_values(c, v);
+    if (!x) {
+        *why = v->type == R_VEC ? "a list column (not one value per row)"
+                                : "an R column type not served";
+        return NULL;
+    }
+    if (v->type == R_REAL)
+        return mem_elem(CFS_EL_ARRAY, name, CFS_FLOAT64, 1, &n, copy_of(x, n, 8));
+    const int32_t *iv = x;
+    bool na = false;
+    for (uint64_t i = 0; i < n && !na; i++)
+        na = iv[i] == R_NA_INT;
+    if (v->type == R_LGL && !na) {
+        uint8_t *b = malloc(n ? n : 1);
+        for (uint64_t i = 0; b && i < n; i++)
+            b[i] = iv[i] != 0;
+        return mem_elem(CFS_EL_ARRAY, name, CFS_BOOL, 1, &n, b);
+    }
+    if (!na)
+        return mem_elem(CFS_EL_ARRAY, name, CFS_INT32, 1, &n, copy_of(x, n, 4));
+    return nullable(v->type == R_LGL ? CFS_EL_NULLABLE_BOOL : CFS_EL_NULLABLE_INT, name, n, iv);
+}
+
+int rc_frame(const rconv *c, const char *name, char **index, uint64_t n, const r_obj *cols,
+             const char *where, cfs_elem **out, cfs_err *err)
+{
+    *out = NULL;
+    cfs_elem *df = cfs_elem_new(CFS_EL_DATAFRAME, name);
+    cfs_elem *ix = rc_strings_elem("_index", index, n);
+    if (!df || !ix || !(df->index_name = strdup("_index"))) {
+        cfs_elem_free(df);
+        cfs_elem_free(ix);
+        return cfs_err_oom(err);
+    }
+    df->index = ix;
+    const r_obj *names = r_attr(cols, "names");
+    uint64_t ncol = cols && cols->type == R_VEC ? cols->length : 0;
+    for (uint64_t j = 0; j < ncol; j++) {
+        const char *cn = r_str_at(names, j, NULL);
+        const char *why = NULL;
+        if (!cn || !*cn || strcmp(cn, "_index") == 0 || cfs_elem_child(df, cn)) {
+            if (cfs_dataset_leave_out(c->ds, where, "column %llu has no name, a repeated one or "
+                                      "'_index'", (unsigned long long)j + 1) < 0)
+                goto oom;
+            continue;
+        }
+        cfs_elem *col = rc_column(c, cols->u.items[j], cn, n, &why, err);
+        if (col) {
+            if (cfs_elem_add_or_free(df, col, err) < 0)
+                goto fail;
+            continue;
+        }
+        if (!why)
+            goto oom;
+        char *el = cfs_strdupf("%s/%s", where, cn);
+        int rc = el ? cfs_dataset_leave_out(c->ds, el, "%s", why) : -1;
+        free(el);
+        if (rc < 0)
+            goto oom;
+    }
+    *out = df;
+    return 0;
+oom:
+    cfs_err_oom(err);
+fail:
+    cfs_elem_free(df);
+    return -1;
+}
+
+bool rc_is_dgc(const r_obj *m)
+{
+    return m && m->type == R_S4 && (r_inherits(m, "dgCMatrix") || r_inherits(m, "Graph"));
+}
+
+bool rc_is_dense(const r_obj *m)
+{
+    const r_obj *d = r_attr(m, "dim");
+    return m && (m->type == R_REAL || m->type == R_INT || m->type == R_LGL) && d &&
+           d->type == R_INT && d->length == 2;
+}
+
+bool rc_dims(const r_obj *m, uint64_t *nrow, uint64_t *ncol)
+{
+    const r_obj *d = rc_is_dgc(m) ? r_slot(m, "Dim") : rc_is_dense(m) ? r_attr(m, "dim") : NULL;
+    const int32_t *v = d && d->type == R_INT && d->length == 2 ? r_ints(d) : NULL;
+    if (!v || v[0] < 0 || v[1] < 0)
+        return false;
+    *nrow = (uint64_t)v[0];
+    *ncol = (uint64_t)v[1];
+    return true;
+}
+
+const r_obj *rc_dimnames(const r_obj *m, int axis)
+{
+    const r_obj *dn = rc_is_dgc(m) ? r_slot(m, "Dimnames") : r_attr(m, "dimnames");
+    const r_obj *v = dn && dn->type == R_VEC ? r_vec_at(dn, (uint64_t)axis) : NULL;
+    return v && v->type == R_STR ? v : NULL;
+}
+
+/* dgCMatrix arrays as a sparse element of the given orientation and shape. */
+static cfs_elem *sparse(const rconv *c, const r_obj *m, const char *name, bool csr,
+                        uint64_t rows, uint64_t cols, uint64_t major, const char **why)
+{
+    const r_obj *x = r_slot(m, "x"), *i = r_slot(m, "i"), *p = r_slot(m, "p");
+    const void *xv = rc_values(c, x), *iv = rc_values(c, i), *pv = rc_values(c, p);
+    if (!xv || !iv || !pv || x->type != R_REAL || i->type != R_INT || p->type != R_INT ||
+        x->length != i->length || p->length != major + 1) {
+        *why = "a sparse matrix whose x, i and p slots are not as the Matrix package writes them";
+        return NULL;
+    }
+    const int32_t *pp = pv;
+    uint64_t nnz = x->length;
+    if (pp[0] != 0 || (uint64_t)pp[major] != nnz) {
+        *why = "a sparse matrix whose column pointers do not match its values";
+        return NULL;
+    }
+    uint64_t np = major + 1;
+    cfs_elem *el = mem_elem(CFS_EL_SPARSE, name, CFS_FLOAT64, 1, &nnz, copy_of(xv, nnz, 8));
+    if (!el)
+        return NULL;
+    void *ic = copy_of(iv, nnz, 4), *pc = copy_of(pv, np, 4);
+    el->aux = ic ? cfs_array_from_memory(CFS_INT32, 1, &nnz, ic) : NULL;
+    el->indptr = pc ? cfs_array_from_memory(CFS_INT32, 1, &np, pc) : NULL;
+    if (!el->aux || !el->indptr) {
+        if (!el->aux)
+            free(ic);
+        if (!el->indptr)
+            free(pc);
+        cfs_elem_free(el);
+        return NULL;
+    }
+    el->csr = csr;
+    el->sparse_shape[0] = rows;
+    el->sparse_shape[1] = cols;
+    return el;
+}
+
+/* A dense matrix rows x cols, column-major, as a C-order array of shape (a, b): transposed
+ * (a = cols) keeps R's order; not transposed (a = rows) reorders. */
+static cfs_elem *dense(const rconv *c, const r_obj *m, const char *name, bool transposed,
+                       uint64_t rows, uint64_t cols, const char **why)
+{
+    const void *v = rc_values(c, m);
+    if (!v) {
+        *why = "a matrix whose values are not stored as R writes them";
+        return NULL;
+    }
+    uint64_t n = rows * cols;
+    double *d = malloc(n ? n * sizeof *d : 1);
+    if (!d)
+        return NULL;
+    for (uint64_t j = 0; j < cols; j++)
+        for (uint64_t i = 0; i < rows; i++) {
+            uint64_t src = j * rows + i, dst = transposed ? src : i * cols + j;
+            if (m->type == R_REAL)
+                d[dst] = ((const double *)v)[src];
+            else {
+                int32_t k = ((const int32_t *)v)[src];
+                d[dst] = k == R_NA_INT ? NAN : (double)k;
+            }
+        }
+    uint64_t shape[2] = {transposed ? cols : rows, transposed ? rows : cols};
+    return mem_elem(CFS_EL_ARRAY, name, CFS_FLOAT64, 2, shape, d);
+}
+
+static cfs_elem *matrix(const rconv *c, const r_obj *m, const char *name, bool transposed,
+                        const char **why)
+{
+    uint64_t rows, cols;
+    *why = NULL;
+    if (!rc_dims(m, &rows, &cols)) {
+        const char *cls = r_class_name(m);
+        *why = cls && (strstr(cls, "Delayed") || strstr(cls, "HDF5") || strstr(cls, "IterableMatrix"))
+                   ? "a matrix stored outside the file (DelayedArray/HDF5Array/BPCells); "
+                     "save the object with its values in memory (e.g. as(x, \"dgCMatrix\"))"
+                   : "not a dgCMatrix or a base matrix (other matrix classes are a later step)";
+        return NULL;
+    }
+    if (rc_is_dgc(m))
+        return transposed ? sparse(c, m, name, true, cols, rows, cols, why)
+                          : sparse(c, m, name, false, rows, cols, cols, why);
+    return dense(c, m, name, transposed, rows, cols, why);
+}
+
+cfs_elem *rc_matrix_t(const rconv *c, const r_obj *m, const char *name, const char **why,
+                      cfs_err *err)
+{
+    (void)err;
+    return matrix(c, m, name, true, why);
+}
+
+cfs_elem *rc_matrix(const rconv *c, const r_obj *m, const char *name, const char **why,
+                    cfs_err *err)
+{
+    (void)err;
+    return matrix(c, m, name, false, why);
+}
+
+char *rc_obsm_key(const char *name)
+{
+    char *k = cfs_strdupf("X_%s", name);
+    for (char *s = k ? k + 2 : NULL; s && *s; s++)
+        *s = (char)tolower((unsigned char)*s);
+    return k;
+}
