@@ -147,7 +147,7 @@ static int rds_open(const char *path, cfs_dataset **out, cfs_err *err)
             if (!v || v == obj || !kind_of(v))
                 continue;
             char *what = cfs_strdupf("object %s", tag);
-            if (!what || cfs_dataset_leave_out(ds, what, "a second single-cell object (a %s) "
+            if (!what || cfs_dataset_leave_out(ds, what, "a second single-cell object (class %s) "
                                                "of this workspace: the store shows '%s'; one "
                                                "input per object is a later step (save it with "
                                                "saveRDS to open it)", what_of(v), objname) < 0)

@@ -71,6 +71,7 @@ static int layer(const rconv *c, cfs_elem *parent, const r_obj *m, const char *k
     return add_elem(c, parent, rc_matrix_t(c, m, key, &why, err), where, why, err);
 }
 
+/* var: the features, with the assay's feature data and highly_variable. */
 static int var_frame(const rconv *c, const r_obj *assay, bool v5, const r_obj *feat,
                      uint64_t nfeat, cfs_err *err)
 {
@@ -83,10 +84,14 @@ static int var_frame(const rconv *c, const r_obj *assay, bool v5, const r_obj *f
         return cfs_err_oom(err);
     if (rc_frame(c, "var", ix, nfeat, mf, "var", &var, err) < 0)
         return -1;
-    const r_obj *vf = v5 ? NULL : r_slot(assay, "var.features");
+    /* the variable features: Assay's var.features names them, Assay5's meta.data column
+     * var.features holds each one's name (NA for the others) */
+    const r_obj *vf = v5 ? r_list_get(mf, "var.features") : r_slot(assay, "var.features");
     if (vf && vf->type == R_STR && vf->length && !cfs_elem_child(var, "highly_variable")) {
         uint8_t *hv = calloc(nfeat ? nfeat : 1, 1);
-        for (uint64_t i = 0; hv && i < nfeat; i++) {
+        for (uint64_t i = 0; hv && v5 && vf->length == nfeat && i < nfeat; i++)
+            hv[i] = r_str_at(vf, i, NULL) != NULL;
+        for (uint64_t i = 0; hv && !v5 && i < nfeat; i++) {
             const char *f = r_str_at(feat, i, NULL);
             for (uint64_t j = 0; f && j < vf->length && !hv[i]; j++) {
                 const char *g = r_str_at(vf, j, NULL);

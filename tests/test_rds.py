@@ -1,0 +1,189 @@
+"""R objects (formats/r/rds.c, seurat.c, sce.c): Seurat and SingleCellExperiment objects saved by
+R itself (tests/fixtures/make_seurat_fixtures.R: SeuratObject 4.1, SingleCellExperiment 1.20;
+the Assay5 object built in SeuratObject 5's class layout, see the script) as .rds (gzip and xz),
+.RData and .rda.
+
+The oracle is R's own reading of each saved file (readRDS / load and the SeuratObject / SCE
+accessors), dumped by the script into <file>.oracle/: the matrices as MatrixMarket files with 17
+significant digits, the data frames as CSV with each column's R class and factor levels, the
+embeddings as CSV. This test turns that dump into the AnnData an anndata user expects (factors
+as categoricals keeping level order and unused levels, logical/integer columns with NA as
+nullable columns, numeric NA as NaN, character columns with NA as categoricals; matrices as
+cells x features) and compares it with anndata.read_zarr of the exported and of the mounted
+store, value for value (conftest.assert_adata_equal undoes the priority order)."""
+
+import json
+import shutil
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from conftest import (
+    FIXTURES_DIR,
+    assert_adata_equal,
+    assert_catalog,
+    describe,
+    left_out_lines,
+    refused_lines,
+    run_cfs,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+RDS = FIXTURES_DIR / "rds"
+
+# file -> (store id, kind, oracle folder, what is left out)
+SEURAT = {
+    "seurat.rds": {"id": "seurat"},
+    "seurat_xz.rds": {"id": "seurat_xz"},
+    "seurat.RData": {"id": "seurat"},
+    "seurat_v5.rds": {"id": "seurat_v5", "v5": True},
+    "seurat_adt.rds": {"id": "seurat_adt", "left_out": ["assay ADT: a second assay"]},
+}
+SCE = {
+    "sce.rds": {"id": "sce", "oracle": "sce.rds.oracle"},
+    "both.rda": {"id": "both", "oracle": "sce.rds.oracle", "left_out": ["object so: a second"]},
+}
+ALL = {**SEURAT, **SCE}
+
+
+def _mm(path):
+    return sp.csr_matrix(scipy.io.mmread(str(path)))
+
+
+def _column(values, cls, levels):
+    na = np.array([v == "NA" for v in values])
+    if cls == "factor":
+        cats = levels.split("|") if levels else []
+        return pd.Categorical([None if m else v for v, m in zip(values, na)], categories=cats)
+    if cls == "numeric":
+        return np.array([np.nan if m else float(v) for v, m in zip(values, na)], dtype=np.float64)
+    if cls == "integer":
+        if na.any():
+            return pd.array([None if m else int(v) for v, m in zip(values, na)], dtype="Int32")
+        return np.array([int(v) for v in values], dtype=np.int32)
+    if cls == "logical":
+        b = [None if m else v == "TRUE" for v, m in zip(values, na)]
+        return pd.array(b, dtype="boolean") if na.any() else np.array(b, dtype=bool)
+    assert cls == "character", cls
+    if na.any():
+        cats = sorted({v for v, m in zip(values, na) if not m})
+        return pd.Categorical([None if m else v for v, m in zip(values, na)], categories=cats)
+    return np.array(list(values), dtype=object)
+
+
+def _frame(d, what):
+    raw = pd.read_csv(d / f"{what}.csv", dtype=str, keep_default_na=False)
+    types = pd.read_csv(d / f"{what}_types.csv", dtype=str, keep_default_na=False)
+    cols = {}
+    for _, t in types.iterrows():
+        cols[t["column"]] = _column(list(raw[t["column"]]), t["class"], t["levels"])
+    return pd.DataFrame(cols, index=pd.Index(list(raw["name"]), dtype=object))
+
+
+def _embedding(path):
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    return df.drop(columns=["name"]).to_numpy().astype(np.float64), list(df["name"])
+
+
+def oracle(file):
+    """The AnnData R's dump of file means."""
+    e = ALL[file]
+    d = RDS / e.get("oracle", f"{file}.oracle")
+    obs, var = _frame(d, "obs"), _frame(d, "var")
+    obsm, obsp, layers = {}, {}, {}
+    for p in sorted(d.glob("obsm_*.csv")):
+        m, names = _embedding(p)
+        obsm["X_" + p.stem[len("obsm_"):].lower()] = m
+    if file in SCE:
+        x = np.asarray(_mm(d / "assay_logcounts.mtx").T.todense())   # a base matrix in R
+        layers["counts"] = _mm(d / "assay_counts.mtx").T.tocsr()
+    else:
+        x = _mm(d / "X.mtx").T.tocsr()
+        layers["counts"] = _mm(d / "counts.mtx").T.tocsr()
+        for p in sorted(d.glob("obsp_*.mtx")):
+            obsp[p.stem[len("obsp_"):]] = sp.csc_matrix(scipy.io.mmread(str(p)))
+        if e.get("v5"):
+            var["highly_variable"] = np.asarray(var["var.features"].notna(), dtype=bool)
+        else:
+            hv = set((d / "variable_features.txt").read_text().split())
+            var["highly_variable"] = np.array([g in hv for g in var.index], dtype=bool)
+    return ad.AnnData(X=x, obs=obs, var=var, obsm=obsm, obsp=obsp, layers=layers,
+                      dtype=np.float64)
+
+
+def check_store(path, file):
+    store = ad.read_zarr(str(path))
+    assert_adata_equal(store, oracle(file), dataset_id=ALL[file]["id"],
+                       dataset_name=ALL[file]["id"])
+
+
+def export(cfs, src, out):
+    r = run_cfs(cfs, "export", src, out)
+    assert r.returncode == 0, describe(r)
+    assert not refused_lines(r.stderr), describe(r)
+    return r
+
+
+@pytest.mark.parametrize("file", sorted(ALL))
+def test_export_equals_r(file, cfs, tmp_path):
+    e = ALL[file]
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(RDS / file, src / file)
+    out = tmp_path / "out"
+    r = export(cfs, src / file, out)
+    check_store(out / f"{e['id']}.zarr", file)
+    assert_catalog(out, [e["id"]])
+    lines = left_out_lines(r.stderr)
+    want = e.get("left_out", [])
+    assert len(lines) == len(want), describe(r)
+    for w, line in zip(want, lines):
+        assert w in line, describe(r)
+    if file == "seurat_adt.rds":
+        assert "issue 12" in lines[0] and "MuData" in lines[0], lines
+
+
+def test_inspect_says_what_it_is(cfs):
+    r = run_cfs(cfs, "inspect", "--json", RDS / "seurat_v5.rds", RDS / "sce.rds")
+    assert r.returncode == 0, describe(r)
+    docs = json.loads(r.stdout)["files"]
+    assert [d["format"] for d in docs] == ["rds", "rds"], docs
+    text = json.dumps(docs)
+    assert "SeuratObject 5.0.1, Assay5" in text and "SingleCellExperiment 1.20.0" in text, text
+
+
+def test_mounted_equals_r(cfs, mounts, tmp_path):
+    """A folder of R files, mounted: each store read through the mount equals R's reading."""
+    src = tmp_path / "src"
+    src.mkdir()
+    files = ["seurat.rds", "seurat_xz.rds", "seurat_v5.rds", "sce.rds", "frame.rds"]
+    for f in files:
+        shutil.copy(RDS / f, src / f)
+    m = mounts(src)
+    for f in files[:-1]:
+        check_store(m.mnt / f"{ALL[f]['id']}.zarr", f)
+    cat = json.loads((m.mnt / "datasets.json").read_text())
+    assert [d["id"] for d in cat["datasets"]] == ["sce", "seurat", "seurat_v5", "seurat_xz"], cat
+    status = json.dumps(json.loads((m.mnt / "status.json").read_text()))
+    assert "frame.rds" in status and "not a Seurat or SingleCellExperiment" in status, status
+
+
+def test_not_single_cell_refused_one_line(cfs, tmp_path):
+    """A plain data.frame in an .rds, and a workspace of other objects: one line each."""
+    for src, want in [(RDS / "frame.rds", "frame.rds: refused: an R data.frame object, not a "
+                                          "Seurat or SingleCellExperiment; "),
+                      (FIXTURES_DIR / "r" / "two.RData",
+                       "two.RData: refused: an R workspace holding a (data.frame), b "
+                       "(dgCMatrix), none of them a Seurat or SingleCellExperiment object; ")]:
+        out = tmp_path / f"out_{src.stem}"
+        r = run_cfs(cfs, "export", src, out)
+        assert r.returncode != 0, describe(r)
+        lines = refused_lines(r.stderr)
+        assert len(lines) == 1 and want in lines[0], describe(r)
+        assert "convert it" in lines[0], lines[0]
+        assert not list(out.glob("*.zarr")) if out.exists() else True
