@@ -310,7 +310,8 @@ bool rc_dims(const r_obj *m, uint64_t *nrow, uint64_t *ncol)
         return false;
     *nrow = (uint64_t)v[0];
     *ncol = (uint64_t)v[1];
-    return true;
+    /* a base matrix holds exactly its cells (a damaged dim attribute says otherwise) */
+    return rc_is_dgc(m) || *nrow * *ncol == m->length;
 }
 
 const r_obj *rc_dimnames(const r_obj *m, int axis)
@@ -331,10 +332,16 @@ static cfs_elem *sparse(const rconv *c, const r_obj *m, const char *name, bool c
         *why = "a sparse matrix whose x, i and p slots are not as the Matrix package writes them";
         return NULL;
     }
-    const int32_t *pp = pv;
-    uint64_t nnz = x->length;
-    if (pp[0] != 0 || (uint64_t)pp[major] != nnz) {
-        *why = "a sparse matrix whose column pointers do not match its values";
+    const int32_t *pp = pv, *ii = iv;
+    uint64_t nnz = x->length, minor = csr ? cols : rows;
+    bool ok = pp[0] == 0 && (uint64_t)pp[major] == nnz;
+    for (uint64_t k = 0; ok && k < major; k++)
+        ok = pp[k] <= pp[k + 1];
+    for (uint64_t k = 0; ok && k < nnz; k++)
+        ok = ii[k] >= 0 && (uint64_t)ii[k] < minor;
+    if (!ok) {
+        *why = "a sparse matrix whose row indices or column pointers contradict its shape "
+               "(a damaged file)";
         return NULL;
     }
     uint64_t np = major + 1;
