@@ -12,7 +12,10 @@ nullable columns, numeric NA as NaN, character columns with NA as categoricals; 
 cells x features) and compares it with anndata.read_zarr of the exported and of the mounted
 store, value for value (conftest.assert_adata_equal undoes the priority order)."""
 
+import bz2
+import gzip
 import json
+import lzma
 import shutil
 
 import anndata as ad
@@ -42,7 +45,12 @@ SEURAT = {
     "seurat_xz.rds": {"id": "seurat_xz"},
     "seurat.RData": {"id": "seurat"},
     "seurat_v5.rds": {"id": "seurat_v5", "v5": True},
-    "seurat_adt.rds": {"id": "seurat_adt", "left_out": ["assay ADT: a second assay"]},
+    "seurat_adt.rds": {"id": "seurat_adt", "left_out": [
+        "assay ADT: a second assay",
+        "layers/scale.data: it is 3 x 10 where the assay has 14 features and 10 cells (Seurat "
+        "scales only the variable features by default; ScaleData(features = rownames(obj)) "
+        "scales them all)"]},
+    "seurat_scaled.rds": {"id": "seurat_scaled"},
 }
 SCE = {
     "sce.rds": {"id": "sce", "oracle": "sce.rds.oracle"},
@@ -105,6 +113,8 @@ def oracle(file):
     else:
         x = _mm(d / "X.mtx").T.tocsr()
         layers["counts"] = _mm(d / "counts.mtx").T.tocsr()
+        if (d / "scale.data.csv").exists():   # covers every feature: a dense layer
+            layers["scale.data"], _ = _embedding(d / "scale.data.csv")
         for p in sorted(d.glob("obsp_*.mtx")):
             obsp[p.stem[len("obsp_"):]] = sp.csc_matrix(scipy.io.mmread(str(p)))
         if e.get("v5"):
@@ -116,10 +126,10 @@ def oracle(file):
                       dtype=np.float64)
 
 
-def check_store(path, file):
+def check_store(path, file, ds_id=None):
     store = ad.read_zarr(str(path))
-    assert_adata_equal(store, oracle(file), dataset_id=ALL[file]["id"],
-                       dataset_name=ALL[file]["id"])
+    ds_id = ds_id or ALL[file]["id"]
+    assert_adata_equal(store, oracle(file), dataset_id=ds_id, dataset_name=ds_id)
 
 
 def export(cfs, src, out):
@@ -146,6 +156,31 @@ def test_export_equals_r(file, cfs, tmp_path):
         assert w in line, describe(r)
     if file == "seurat_adt.rds":
         assert "issue 12" in lines[0] and "MuData" in lines[0], lines
+
+
+@pytest.mark.parametrize("name,make", [
+    ("plain.rds", lambda raw, gz: raw),                  # saveRDS(compress = FALSE)'s bytes
+    ("twice.rds.gz", lambda raw, gz: gzip.compress(gz)),  # a .gz of the gzip-compressed .rds
+    ("b.rds.bz2", lambda raw, gz: bz2.compress(raw)),
+    ("x.rda.xz", None),
+])
+def test_compressed_copies(name, make, cfs, tmp_path):
+    """R's bytes of seurat.rds uncompressed, gzip'ed again, or bzip2'ed; and seurat.RData as
+    .rda.xz: read as they are (no decompressed copy), each equal to R's reading."""
+    src = tmp_path / "src"
+    src.mkdir()
+    gz = (RDS / "seurat.rds").read_bytes()
+    if make is None:
+        data, file = lzma.compress(gzip.decompress((RDS / "seurat.RData").read_bytes())), "seurat.RData"
+    else:
+        data, file = make(gzip.decompress(gz), gz), "seurat.rds"
+    (src / name).write_bytes(data)
+    out = tmp_path / "out"
+    r = export(cfs, src / name, out)
+    ds_id = name.split(".")[0]
+    check_store(out / f"{ds_id}.zarr", file, ds_id)
+    assert_catalog(out, [ds_id])
+    assert "decompress" not in r.stderr, describe(r)
 
 
 def test_inspect_says_what_it_is(cfs):
