@@ -55,6 +55,10 @@ SEURAT = {
 SCE = {
     "sce.rds": {"id": "sce", "oracle": "sce.rds.oracle"},
     "both.rda": {"id": "both", "oracle": "sce.rds.oracle", "left_out": ["object so: a second"]},
+    "sce_alt.rds": {"id": "sce_alt", "counts_only": True, "left_out": [
+        "altExp ADT: an alternative experiment: further modalities are the MuData store of "
+        "issue 12",
+        "uns/metadata/fn: not a plain value"]},
 }
 ALL = {**SEURAT, **SCE}
 
@@ -107,7 +111,11 @@ def oracle(file):
     for p in sorted(d.glob("obsm_*.csv")):
         m, names = _embedding(p)
         obsm["X_" + p.stem[len("obsm_"):].lower()] = m
-    if file in SCE:
+    uns = {}
+    if file in SCE and e.get("counts_only"):
+        x = _mm(d / "assay_counts.mtx").T.tocsr()
+        uns["metadata"] = _plain_values(d / "metadata.tsv")
+    elif file in SCE:
         x = np.asarray(_mm(d / "assay_logcounts.mtx").T.todense())   # a base matrix in R
         layers["counts"] = _mm(d / "assay_counts.mtx").T.tocsr()
     else:
@@ -122,8 +130,31 @@ def oracle(file):
         else:
             hv = set((d / "variable_features.txt").read_text().split())
             var["highly_variable"] = np.array([g in hv for g in var.index], dtype=bool)
-    return ad.AnnData(X=x, obs=obs, var=var, obsm=obsm, obsp=obsp, layers=layers,
+    return ad.AnnData(X=x, obs=obs, var=var, obsm=obsm, obsp=obsp, layers=layers, uns=uns,
                       dtype=np.float64)
+
+
+def _plain_values(path):
+    """R's dump of a list's plain values (path, class, length, values) as uns holds them:
+    length-1 vectors as scalars, longer ones as arrays, lists as dicts."""
+    out = {}
+    for line in path.read_text().splitlines():
+        keys, cls, n, vals = line.split("\t")
+        v = vals.split("|")
+        conv = {"numeric": lambda s: np.float64(float(s)), "integer": lambda s: np.int32(int(s)),
+                "logical": lambda s: np.bool_(s == "TRUE"), "character": str}[cls]
+        if int(n) == 1:
+            value = conv(v[0])
+        elif cls == "character":
+            value = np.array(v, dtype=object)
+        else:
+            value = np.array([conv(s) for s in v])
+        node = out
+        parts = keys.strip("/").split("/")
+        for k in parts[:-1]:
+            node = node.setdefault(k, {})
+        node[parts[-1]] = value
+    return out
 
 
 def check_store(path, file, ds_id=None):
@@ -206,6 +237,16 @@ def test_mounted_equals_r(cfs, mounts, tmp_path):
     assert [d["id"] for d in cat["datasets"]] == ["sce", "seurat", "seurat_v5", "seurat_xz"], cat
     status = json.dumps(json.loads((m.mnt / "status.json").read_text()))
     assert "frame.rds" in status and "not a Seurat or SingleCellExperiment" in status, status
+
+
+def test_split_layers_refused_one_line(cfs, tmp_path):
+    r = run_cfs(cfs, "export", RDS / "seurat_split.rds", tmp_path / "out")
+    assert r.returncode != 0, describe(r)
+    lines = refused_lines(r.stderr)
+    assert lines == [f"cellucid-fs: {RDS / 'seurat_split.rds'}: refused: the default assay 'RNA' "
+                     "of this Seurat object holds split layers (counts.1): one matrix per "
+                     "sample is not read yet; run obj <- JoinLayers(obj) in R and save it "
+                     "again"], describe(r)
 
 
 def test_not_single_cell_refused_one_line(cfs, tmp_path):

@@ -244,6 +244,61 @@ cfs_elem *rc_column(const rconv *c, const r_obj *v, const char *name, uint64_t n
     return nullable(v->type == R_LGL ? CFS_EL_NULLABLE_BOOL : CFS_EL_NULLABLE_INT, name, n, iv);
 }
 
+/* The columns of a nested data frame: a DataFrame's listData, a data.frame's list. */
+static const r_obj *nested_columns(const r_obj *v)
+{
+    if (v && v->type == R_S4 && (r_inherits(v, "DataFrame") || r_inherits(v, "DFrame"))) {
+        const r_obj *l = r_slot(v, "listData");
+        return l && l->type == R_VEC ? l : NULL;
+    }
+    return v && v->type == R_VEC && r_inherits(v, "data.frame") ? v : NULL;
+}
+
+/* The columns of cols into df, named prefix + name (nested data frames flattened as
+ * outer.inner, as as.data.frame names them), depth levels at most. */
+static int add_columns(const rconv *c, cfs_elem *df, const r_obj *cols, const char *prefix,
+                       uint64_t n, const char *where, int depth, cfs_err *err)
+{
+    const r_obj *names = r_attr(cols, "names");
+    uint64_t ncol = cols && cols->type == R_VEC ? cols->length : 0;
+    for (uint64_t j = 0; j < ncol; j++) {
+        const char *cn0 = r_str_at(names, j, NULL);
+        char *cn = cn0 && *cn0 ? cfs_strdupf("%s%s", prefix, cn0) : NULL;
+        const char *why = NULL;
+        int rc = 0;
+        if (cn0 && *cn0 && !cn)
+            return cfs_err_oom(err);
+        const r_obj *v = cols->u.items[j];
+        const r_obj *inner = nested_columns(v);
+        if (!cn || strcmp(cn, "_index") == 0 || cfs_elem_child(df, cn)) {
+            rc = cfs_dataset_leave_out(c->ds, where, "column %s%llu has no name, a repeated "
+                                       "one or '_index'", prefix, (unsigned long long)j + 1);
+            rc = rc < 0 ? cfs_err_oom(err) : 0;
+        } else if (inner && depth < 8) {
+            char *pre = cfs_strdupf("%s.", cn);
+            rc = pre ? add_columns(c, df, inner, pre, n, where, depth + 1, err)
+                     : cfs_err_oom(err);
+            free(pre);
+        } else {
+            cfs_elem *col = rc_column(c, v, cn, n, &why, err);
+            if (col)
+                rc = cfs_elem_add_or_free(df, col, err);
+            else if (!why)
+                rc = cfs_err_oom(err);
+            else {
+                char *el = cfs_strdupf("%s/%s", where, cn);
+                rc = el ? cfs_dataset_leave_out(c->ds, el, "%s", why) : -1;
+                free(el);
+                rc = rc < 0 ? cfs_err_oom(err) : 0;
+            }
+        }
+        free(cn);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int rc_frame(const rconv *c, const char *name, char **index, uint64_t n, const r_obj *cols,
              const char *where, cfs_elem **out, cfs_err *err)
 {
@@ -256,38 +311,12 @@ int rc_frame(const rconv *c, const char *name, char **index, uint64_t n, const r
         return cfs_err_oom(err);
     }
     df->index = ix;
-    const r_obj *names = r_attr(cols, "names");
-    uint64_t ncol = cols && cols->type == R_VEC ? cols->length : 0;
-    for (uint64_t j = 0; j < ncol; j++) {
-        const char *cn = r_str_at(names, j, NULL);
-        const char *why = NULL;
-        if (!cn || !*cn || strcmp(cn, "_index") == 0 || cfs_elem_child(df, cn)) {
-            if (cfs_dataset_leave_out(c->ds, where, "column %llu has no name, a repeated one or "
-                                      "'_index'", (unsigned long long)j + 1) < 0)
-                goto oom;
-            continue;
-        }
-        cfs_elem *col = rc_column(c, cols->u.items[j], cn, n, &why, err);
-        if (col) {
-            if (cfs_elem_add_or_free(df, col, err) < 0)
-                goto fail;
-            continue;
-        }
-        if (!why)
-            goto oom;
-        char *el = cfs_strdupf("%s/%s", where, cn);
-        int rc = el ? cfs_dataset_leave_out(c->ds, el, "%s", why) : -1;
-        free(el);
-        if (rc < 0)
-            goto oom;
+    if (add_columns(c, df, cols, "", n, where, 0, err) < 0) {
+        cfs_elem_free(df);
+        return -1;
     }
     *out = df;
     return 0;
-oom:
-    cfs_err_oom(err);
-fail:
-    cfs_elem_free(df);
-    return -1;
 }
 
 bool rc_is_dgc(const r_obj *m)
@@ -432,4 +461,119 @@ char *rc_obsm_key(const char *name)
     for (char *s = k ? k + 2 : NULL; s && *s; s++)
         *s = (char)tolower((unsigned char)*s);
     return k;
+}
+
+/* One plain value (a vector without attributes but names, or a named list of such) as an uns
+ * element, or NULL with *why (left out) or without (OOM). */
+static cfs_elem *plain_value(const rconv *c, const r_obj *v, const char *name, int depth,
+                             const char *where, const char **why, cfs_err *err);
+
+static int plain_list(const rconv *c, cfs_elem *dict, const r_obj *list, const char *where,
+                      int depth, cfs_err *err)
+{
+    const r_obj *names = r_attr(list, "names");
+    for (uint64_t i = 0; list && list->type == R_VEC && i < list->length; i++) {
+        const char *k = r_str_at(names, i, NULL);
+        char *el = cfs_strdupf("%s/%s", where, k && *k ? k : "?");
+        const char *why = NULL;
+        int rc = 0;
+        if (!el)
+            return cfs_err_oom(err);
+        if (!k || !*k || cfs_elem_child(dict, k))
+            rc = cfs_dataset_leave_out(c->ds, el, "an unnamed or repeated list element") < 0
+                     ? cfs_err_oom(err) : 0;
+        else {
+            cfs_elem *x = plain_value(c, list->u.items[i], k, depth, el, &why, err);
+            rc = x ? cfs_elem_add_or_free(dict, x, err)
+                   : !why ? cfs_err_oom(err)   /* the only failure below is OOM */
+                          : cfs_dataset_leave_out(c->ds, el, "%s", why) < 0 ? cfs_err_oom(err)
+                                                                              : 0;
+        }
+        free(el);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static cfs_elem *plain_value(const rconv *c, const r_obj *v, const char *name, int depth,
+                             const char *where, const char **why, cfs_err *err)
+{
+    *why = NULL;
+    for (const r_obj *a = v->attr; a && a->type == R_LIST; a = a->u.cons.cdr) {
+        const char *t = r_sym_name(a->u.cons.tag);
+        if (!t || strcmp(t, "names") != 0) {
+            *why = "not a plain value (an R object with attributes or a class)";
+            return NULL;
+        }
+    }
+    if (v->type == R_VEC) {
+        cfs_elem *d = depth < 8 ? cfs_elem_new(CFS_EL_DICT, name) : NULL;
+        if (!d) {
+            if (depth >= 8)
+                *why = "nested too deeply";
+            return NULL;
+        }
+        if (plain_list(c, d, v, where, depth + 1, err) < 0) {
+            cfs_elem_free(d);
+            return NULL;
+        }
+        return d;
+    }
+    uint64_t n = r_length(v);
+    int ndim = n == 1 ? 0 : 1;
+    if (v->type == R_STR) {
+        for (uint64_t i = 0; i < n; i++)
+            if (!r_str_at(v, i, NULL)) {
+                *why = "a character vector with NA";
+                return NULL;
+            }
+        char **s = rc_strings(v, NULL);
+        cfs_array *a = s ? cfs_array_from_memory(CFS_STRING, ndim, &n, s) : NULL;
+        if (s && !a) {
+            cfs_strings_free(s, (size_t)n);
+            free(s);
+        }
+        return a ? cfs_elem_from_array(ndim ? CFS_EL_ARRAY : CFS_EL_SCALAR, name, a) : NULL;
+    }
+    const void *x = rc_values(c, v);
+    if (!x) {
+        *why = "not a plain value (only numbers, strings, logicals and lists of them are)";
+        return NULL;
+    }
+    void *d = NULL;
+    cfs_dtype t = v->type == R_REAL ? CFS_FLOAT64 : v->type == R_INT ? CFS_INT32 : CFS_BOOL;
+    if (v->type != R_REAL)
+        for (uint64_t i = 0; i < n; i++)
+            if (((const int32_t *)x)[i] == R_NA_INT) {
+                *why = "an integer or logical vector with NA";
+                return NULL;
+            }
+    if (t == CFS_BOOL) {
+        uint8_t *b = malloc(n ? n : 1);
+        for (uint64_t i = 0; b && i < n; i++)
+            b[i] = ((const int32_t *)x)[i] != 0;
+        d = b;
+    } else
+        d = copy_of(x, n, t == CFS_FLOAT64 ? 8 : 4);
+    cfs_array *a = d ? cfs_array_from_memory(t, ndim, &n, d) : NULL;
+    if (d && !a)
+        free(d);
+    return a ? cfs_elem_from_array(ndim ? CFS_EL_ARRAY : CFS_EL_SCALAR, name, a) : NULL;
+}
+
+int rc_uns(const rconv *c, const r_obj *list, const char *key, cfs_err *err)
+{
+    if (!list || list->type != R_VEC || list->length == 0)
+        return 0;
+    cfs_elem *uns = cfs_elem_ensure_dict(c->ds->root, "uns");
+    cfs_elem *d = uns ? cfs_elem_new(CFS_EL_DICT, key) : NULL;
+    char *where = cfs_strdupf("uns/%s", key);
+    int rc = d && where ? plain_list(c, d, list, where, 0, err) : cfs_err_oom(err);
+    free(where);
+    if (rc < 0 || d->nchildren == 0) {
+        cfs_elem_free(d);
+        return rc;
+    }
+    return cfs_elem_add_or_free(uns, d, err);
 }

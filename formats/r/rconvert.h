@@ -35,7 +35,8 @@ cfs_elem *rc_strings_elem(const char *name, char **v, uint64_t n);
 cfs_elem *rc_column(const rconv *c, const r_obj *v, const char *name, uint64_t n,
                     const char **why, cfs_err *err);
 /* A data frame element: index (n strings, taken) and the columns of the list cols (named by
- * its names attribute); columns that cannot be served are left out as <where>/<col>. */
+ * its names attribute; a nested DataFrame or data.frame flattened as outer.inner); columns that
+ * cannot be served are left out as <where>/<col>. */
 int rc_frame(const rconv *c, const char *name, char **index, uint64_t n, const r_obj *cols,
              const char *where, cfs_elem **out, cfs_err *err);
 
@@ -55,6 +56,10 @@ cfs_elem *rc_matrix_t(const rconv *c, const r_obj *m, const char *name, const ch
  * C order. For obsm (cells x k) and obsp (cells x cells). */
 cfs_elem *rc_matrix(const rconv *c, const r_obj *m, const char *name, const char **why,
                     cfs_err *err);
+
+/* The plain values of the named list (numbers, strings, logicals, lists of them; others left
+ * out as uns/<key>/<name>) as the dict uns/<key>; nothing when it has none. */
+int rc_uns(const rconv *c, const r_obj *list, const char *key, cfs_err *err);
 
 /* "X_" + name lower-cased, with umap/pca/tsne as anndata names them (malloc'd). */
 char *rc_obsm_key(const char *name);

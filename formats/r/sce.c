@@ -7,6 +7,7 @@
  *   var     rowData (the DataFrame of elementMetadata, or of rowRanges' mcols); rownames from
  *           NAMES or rowRanges' names
  *   obsm    reducedDims as X_<name lower-case> (X_umap, X_pca, X_tsne)
+ *   uns     metadata's plain values as uns/metadata
  * altExps are left out with their names (further modalities: the MuData store of issue 12).
  */
 #include <stdio.h>
@@ -193,6 +194,9 @@ int r_sce_build(const rconv *c, const r_obj *sce, cfs_err *err)
                   "of issue 12", err) < 0)
             return -1;
     }
+    /* metadata(sce): its plain values */
+    if (rc_uns(c, r_slot(sce, "metadata"), "metadata", err) < 0)
+        return -1;
     const r_obj *ver = r_list_get(r_slot(sce, "int_metadata"), "version");
     const r_obj *vv = ver && ver->type == R_VEC ? r_vec_at(ver, 0) : NULL;
     const int32_t *vi = vv && vv->type == R_INT && vv->length >= 3 ? r_ints(vv) : NULL;

@@ -8,6 +8,7 @@
  *           the variable features as `highly_variable`
  *   obsm    each DimReduc's cell.embeddings as X_<name lower-case> (X_umap, X_pca, X_tsne)
  *   obsp    each Graph (RNA_snn, ...) as it is
+ *   uns     misc's plain values as uns/misc
  * Other assays are left out with their names: one store holds one assay until the MuData store
  * (issue 12) shows them as modalities.
  */
@@ -210,6 +211,18 @@ static int graphs(const rconv *c, const r_obj *so, uint64_t ncell, cfs_err *err)
     return 0;
 }
 
+/* The first layer name of a split Assay5 ("counts.1", "data.ctrl"), or NULL. */
+static const char *split_layers(const r_obj *layers)
+{
+    const r_obj *names = r_attr(layers, "names");
+    for (uint64_t i = 0; names && i < names->length; i++) {
+        const char *n = r_str_at(names, i, NULL);
+        if (n && (strncmp(n, "counts.", 7) == 0 || strncmp(n, "data.", 5) == 0))
+            return n;
+    }
+    return NULL;
+}
+
 int r_seurat_build(const rconv *c, const r_obj *so, cfs_err *err)
 {
     const r_obj *assays = r_slot(so, "assays");
@@ -245,6 +258,11 @@ int r_seurat_build(const rconv *c, const r_obj *so, cfs_err *err)
     if (!data_ok && counts && rc_dims(counts, &nfeat, &ncell) && (nfeat || ncell)) {
         data = counts;   /* an Assay5 with counts only: X = counts */
         counts = NULL;
+    } else if (!data_ok && v5 && split_layers(layers)) {
+        return cfs_err_setc(err, CFS_EREFUSED, "the default assay '%s' of this Seurat object "
+                            "holds split layers (%s): one matrix per sample is not read yet; "
+                            "run obj <- JoinLayers(obj) in R and save it again", def,
+                            split_layers(layers));
     } else if (!data_ok) {
         const char *cls = data ? r_class_name(data) : NULL;
         return cfs_err_setc(err, CFS_EREFUSED, "the default assay '%s' of this Seurat object "
@@ -278,7 +296,8 @@ int r_seurat_build(const rconv *c, const r_obj *so, cfs_err *err)
     if (layer(c, lay, counts, "counts", "layers/counts", nfeat, ncell, feat, err) < 0 ||
         layer(c, lay, scale, "scale.data", "layers/scale.data", nfeat, ncell, feat, err) < 0)
         return -1;
-    if (reductions(c, so, cells, ncell, err) < 0 || graphs(c, so, ncell, err) < 0)
+    if (reductions(c, so, cells, ncell, err) < 0 || graphs(c, so, ncell, err) < 0 ||
+        rc_uns(c, r_slot(so, "misc"), "misc", err) < 0)
         return -1;
     const r_obj *ver = r_slot(so, "version");
     const r_obj *vv = ver && ver->type == R_VEC ? r_vec_at(ver, 0) : NULL;
