@@ -55,6 +55,7 @@ SEURAT = {
 SCE = {
     "sce.rds": {"id": "sce", "oracle": "sce.rds.oracle"},
     "both.rda": {"id": "both", "oracle": "sce.rds.oracle", "left_out": ["object so: a second"]},
+    "sce_t.rds": {"id": "sce_t", "counts_only": True, "int_layer": True},
     "sce_alt.rds": {"id": "sce_alt", "counts_only": True, "left_out": [
         "altExp ADT: an alternative experiment: further modalities are the MuData store of "
         "issue 12",
@@ -113,8 +114,11 @@ def oracle(file):
         obsm["X_" + p.stem[len("obsm_"):].lower()] = m
     uns = {}
     if file in SCE and e.get("counts_only"):
-        x = _mm(d / "assay_counts.mtx").T.tocsr()
-        uns["metadata"] = _plain_values(d / "metadata.tsv")
+        x = _mm(d / "assay_counts.mtx").T.tocsr()   # a dgCMatrix, or a dgTMatrix (sce_t)
+        if (d / "metadata.tsv").exists():
+            uns["metadata"] = _plain_values(d / "metadata.tsv")
+        if e.get("int_layer"):   # an integer base matrix: int32, dense
+            layers["int"] = np.asarray(_mm(d / "assay_int.mtx").T.todense()).astype(np.int32)
     elif file in SCE:
         x = np.asarray(_mm(d / "assay_logcounts.mtx").T.todense())   # a base matrix in R
         layers["counts"] = _mm(d / "assay_counts.mtx").T.tocsr()

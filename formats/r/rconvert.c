@@ -321,7 +321,8 @@ int rc_frame(const rconv *c, const char *name, char **index, uint64_t n, const r
 
 bool rc_is_dgc(const r_obj *m)
 {
-    return m && m->type == R_S4 && (r_inherits(m, "dgCMatrix") || r_inherits(m, "Graph"));
+    return m && m->type == R_S4 &&
+           (r_inherits(m, "dgCMatrix") || r_inherits(m, "Graph") || r_inherits(m, "dgTMatrix"));
 }
 
 bool rc_is_dense(const r_obj *m)
@@ -350,52 +351,138 @@ const r_obj *rc_dimnames(const r_obj *m, int axis)
     return v && v->type == R_STR ? v : NULL;
 }
 
-/* dgCMatrix arrays as a sparse element of the given orientation and shape. */
-static cfs_elem *sparse(const rconv *c, const r_obj *m, const char *name, bool csr,
-                        uint64_t rows, uint64_t cols, uint64_t major, const char **why)
+/* The compressed-column arrays (x, i, p: the R matrix's CSC) of a dgCMatrix, copied, or NULL
+ * with *why (or without: OOM). rrows/rcols: R's dims. */
+static int dgc_arrays(const rconv *c, const r_obj *m, uint64_t rrows, uint64_t rcols,
+                      double **xo, int32_t **io, int32_t **po, uint64_t *nnzo, const char **why)
 {
     const r_obj *x = r_slot(m, "x"), *i = r_slot(m, "i"), *p = r_slot(m, "p");
     const void *xv = rc_values(c, x), *iv = rc_values(c, i), *pv = rc_values(c, p);
     if (!xv || !iv || !pv || x->type != R_REAL || i->type != R_INT || p->type != R_INT ||
-        x->length != i->length || p->length != major + 1) {
+        x->length != i->length || p->length != rcols + 1) {
         *why = "a sparse matrix whose x, i and p slots are not as the Matrix package writes them";
-        return NULL;
+        return -1;
     }
     const int32_t *pp = pv, *ii = iv;
-    uint64_t nnz = x->length, minor = csr ? cols : rows;
-    bool ok = pp[0] == 0 && (uint64_t)pp[major] == nnz;
-    for (uint64_t k = 0; ok && k < major; k++)
+    uint64_t nnz = x->length;
+    bool ok = pp[0] == 0 && (uint64_t)pp[rcols] == nnz;
+    for (uint64_t k = 0; ok && k < rcols; k++)
         ok = pp[k] <= pp[k + 1];
     for (uint64_t k = 0; ok && k < nnz; k++)
-        ok = ii[k] >= 0 && (uint64_t)ii[k] < minor;
+        ok = ii[k] >= 0 && (uint64_t)ii[k] < rrows;
     if (!ok) {
         *why = "a sparse matrix whose row indices or column pointers contradict its shape "
                "(a damaged file)";
-        return NULL;
+        return -1;
     }
-    uint64_t np = major + 1;
-    cfs_elem *el = mem_elem(CFS_EL_SPARSE, name, CFS_FLOAT64, 1, &nnz, copy_of(xv, nnz, 8));
-    if (!el)
-        return NULL;
-    void *ic = copy_of(iv, nnz, 4), *pc = copy_of(pv, np, 4);
-    el->aux = ic ? cfs_array_from_memory(CFS_INT32, 1, &nnz, ic) : NULL;
-    el->indptr = pc ? cfs_array_from_memory(CFS_INT32, 1, &np, pc) : NULL;
-    if (!el->aux || !el->indptr) {
-        if (!el->aux)
-            free(ic);
-        if (!el->indptr)
-            free(pc);
+    *xo = copy_of(xv, nnz, 8);
+    *io = copy_of(iv, nnz, 4);
+    *po = copy_of(pv, rcols + 1, 4);
+    *nnzo = nnz;
+    return *xo && *io && *po ? 0 : -1;
+}
+
+typedef struct triplet {
+    int32_t i, j;
+    double x;
+} triplet;
+
+static int cmp_triplet(const void *a, const void *b)
+{
+    const triplet *s = a, *t = b;
+    if (s->j != t->j)
+        return s->j < t->j ? -1 : 1;
+    return s->i < t->i ? -1 : s->i > t->i;
+}
+
+/* A dgTMatrix's triplets as CSC arrays: sorted by column then row, repeated entries summed
+ * (the Matrix package's meaning of them). */
+static int dgt_arrays(const rconv *c, const r_obj *m, uint64_t rrows, uint64_t rcols,
+                      double **xo, int32_t **io, int32_t **po, uint64_t *nnzo, const char **why)
+{
+    const r_obj *x = r_slot(m, "x"), *i = r_slot(m, "i"), *j = r_slot(m, "j");
+    const double *xv = rc_values(c, x);
+    const int32_t *iv = rc_values(c, i), *jv = rc_values(c, j);
+    if (!xv || !iv || !jv || x->type != R_REAL || i->type != R_INT || j->type != R_INT ||
+        x->length != i->length || x->length != j->length) {
+        *why = "a sparse matrix whose x, i and j slots are not as the Matrix package writes them";
+        return -1;
+    }
+    uint64_t n = x->length;
+    for (uint64_t k = 0; k < n; k++)
+        if (iv[k] < 0 || (uint64_t)iv[k] >= rrows || jv[k] < 0 || (uint64_t)jv[k] >= rcols) {
+            *why = "a sparse matrix whose indices contradict its shape (a damaged file)";
+            return -1;
+        }
+    triplet *t = malloc((n ? n : 1) * sizeof *t);
+    *xo = malloc((n ? n : 1) * sizeof **xo);
+    *io = malloc((n ? n : 1) * sizeof **io);
+    *po = calloc(rcols + 1, sizeof **po);
+    if (!t || !*xo || !*io || !*po) {
+        free(t);
+        return -1;
+    }
+    for (uint64_t k = 0; k < n; k++)
+        t[k] = (triplet){iv[k], jv[k], xv[k]};
+    qsort(t, n, sizeof *t, cmp_triplet);
+    uint64_t nnz = 0;
+    for (uint64_t k = 0; k < n; k++) {
+        if (nnz && t[k].i == (*io)[nnz - 1] && t[k].j == t[k - 1].j) {
+            (*xo)[nnz - 1] += t[k].x;
+            continue;
+        }
+        (*xo)[nnz] = t[k].x;
+        (*io)[nnz] = t[k].i;
+        (*po)[t[k].j + 1]++;
+        nnz++;
+    }
+    free(t);
+    for (uint64_t k = 0; k < rcols; k++)
+        (*po)[k + 1] += (*po)[k];
+    *nnzo = nnz;
+    return 0;
+}
+
+/* A dgCMatrix / dgTMatrix (R's dims rrows x rcols) as a sparse element: csr of the transpose
+ * (transposed) or csc of itself. */
+static cfs_elem *sparse(const rconv *c, const r_obj *m, const char *name, bool transposed,
+                        uint64_t rrows, uint64_t rcols, const char **why)
+{
+    double *x = NULL;
+    int32_t *ix = NULL, *p = NULL;
+    uint64_t nnz = 0, np = rcols + 1;
+    int rc = r_inherits(m, "dgTMatrix")
+                 ? dgt_arrays(c, m, rrows, rcols, &x, &ix, &p, &nnz, why)
+                 : dgc_arrays(c, m, rrows, rcols, &x, &ix, &p, &nnz, why);
+    cfs_elem *el = rc == 0 ? mem_elem(CFS_EL_SPARSE, name, CFS_FLOAT64, 1, &nnz, x) : NULL;
+    if (rc == 0)
+        x = NULL;   /* mem_elem took it */
+    if (el) {
+        el->aux = cfs_array_from_memory(CFS_INT32, 1, &nnz, ix);
+        if (el->aux)
+            ix = NULL;
+        el->indptr = el->aux ? cfs_array_from_memory(CFS_INT32, 1, &np, p) : NULL;
+        if (el->indptr)
+            p = NULL;
+    }
+    free(x);
+    free(ix);
+    free(p);
+    if (el && (!el->aux || !el->indptr)) {
         cfs_elem_free(el);
         return NULL;
     }
-    el->csr = csr;
-    el->sparse_shape[0] = rows;
-    el->sparse_shape[1] = cols;
+    if (!el)
+        return NULL;
+    el->csr = transposed;
+    el->sparse_shape[0] = transposed ? rcols : rrows;
+    el->sparse_shape[1] = transposed ? rrows : rcols;
     return el;
 }
 
 /* A dense matrix rows x cols, column-major, as a C-order array of shape (a, b): transposed
- * (a = cols) keeps R's order; not transposed (a = rows) reorders. */
+ * (a = cols) keeps R's order; not transposed (a = rows) reorders. Doubles stay float64,
+ * integers int32 and logicals bool unless they hold an NA (then float64 with NaN). */
 static cfs_elem *dense(const rconv *c, const r_obj *m, const char *name, bool transposed,
                        uint64_t rows, uint64_t cols, const char **why)
 {
@@ -405,21 +492,31 @@ static cfs_elem *dense(const rconv *c, const r_obj *m, const char *name, bool tr
         return NULL;
     }
     uint64_t n = rows * cols;
-    double *d = malloc(n ? n * sizeof *d : 1);
+    bool na = false;
+    for (uint64_t k = 0; m->type != R_REAL && k < n && !na; k++)
+        na = ((const int32_t *)v)[k] == R_NA_INT;
+    cfs_dtype t = m->type == R_REAL || na ? CFS_FLOAT64 : m->type == R_INT ? CFS_INT32 : CFS_BOOL;
+    size_t es = cfs_dtype_size(t);
+    uint8_t *d = malloc(n ? n * es : 1);
     if (!d)
         return NULL;
     for (uint64_t j = 0; j < cols; j++)
         for (uint64_t i = 0; i < rows; i++) {
             uint64_t src = j * rows + i, dst = transposed ? src : i * cols + j;
             if (m->type == R_REAL)
-                d[dst] = ((const double *)v)[src];
+                ((double *)d)[dst] = ((const double *)v)[src];
             else {
                 int32_t k = ((const int32_t *)v)[src];
-                d[dst] = k == R_NA_INT ? NAN : (double)k;
+                if (t == CFS_FLOAT64)
+                    ((double *)d)[dst] = k == R_NA_INT ? NAN : (double)k;
+                else if (t == CFS_INT32)
+                    ((int32_t *)d)[dst] = k;
+                else
+                    d[dst] = k != 0;
             }
         }
     uint64_t shape[2] = {transposed ? cols : rows, transposed ? rows : cols};
-    return mem_elem(CFS_EL_ARRAY, name, CFS_FLOAT64, 2, shape, d);
+    return mem_elem(CFS_EL_ARRAY, name, t, 2, shape, d);
 }
 
 static cfs_elem *matrix(const rconv *c, const r_obj *m, const char *name, bool transposed,
@@ -432,12 +529,12 @@ static cfs_elem *matrix(const rconv *c, const r_obj *m, const char *name, bool t
         *why = cls && (strstr(cls, "Delayed") || strstr(cls, "HDF5") || strstr(cls, "IterableMatrix"))
                    ? "a matrix stored outside the file (DelayedArray/HDF5Array/BPCells); "
                      "save the object with its values in memory (e.g. as(x, \"dgCMatrix\"))"
-                   : "not a dgCMatrix or a base matrix (other matrix classes are a later step)";
+                   : "not a dgCMatrix, dgTMatrix or base matrix (other matrix classes are a "
+                     "later step)";
         return NULL;
     }
     if (rc_is_dgc(m))
-        return transposed ? sparse(c, m, name, true, cols, rows, cols, why)
-                          : sparse(c, m, name, false, rows, cols, cols, why);
+        return sparse(c, m, name, transposed, rows, cols, why);
     return dense(c, m, name, transposed, rows, cols, why);
 }
 

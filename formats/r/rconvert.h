@@ -42,13 +42,15 @@ int rc_frame(const rconv *c, const char *name, char **index, uint64_t n, const r
 
 /* A matrix's dims: a dgCMatrix/Graph (Dim slot) or a base matrix (dim attribute). */
 bool rc_dims(const r_obj *m, uint64_t *nrow, uint64_t *ncol);
+/* A dgCMatrix, a Graph (one) or a dgTMatrix: a sparse matrix of doubles with a Dim slot. */
 bool rc_is_dgc(const r_obj *m);
 bool rc_is_dense(const r_obj *m);
 /* The names along axis 0 (rows) or 1 (columns) of a matrix (Dimnames slot or dimnames
  * attribute), a STR or NULL. */
 const r_obj *rc_dimnames(const r_obj *m, int axis);
 /* A matrix stored features x cells (R's orientation) as the cells x features element name:
- * a dgCMatrix as csr (its CSC arrays are the transpose's CSR), a base matrix as C-order dense
+ * a dgCMatrix as csr (its CSC arrays are the transpose's CSR; a dgTMatrix's triplets are
+ * compressed the same way, repeated entries summed), a base matrix as C-order dense
  * (R's column-major order is the transpose's row-major one). NULL with *why or err. */
 cfs_elem *rc_matrix_t(const rconv *c, const r_obj *m, const char *name, const char **why,
                       cfs_err *err);
