@@ -18,6 +18,7 @@
 
 #include "robjects.h"
 #include "strfmt.h"
+#include "strset.h"
 
 typedef unsigned long long ull;
 
@@ -92,13 +93,21 @@ static int var_frame(const rconv *c, const r_obj *assay, bool v5, const r_obj *f
         uint8_t *hv = calloc(nfeat ? nfeat : 1, 1);
         for (uint64_t i = 0; hv && v5 && vf->length == nfeat && i < nfeat; i++)
             hv[i] = r_str_at(vf, i, NULL) != NULL;
-        for (uint64_t i = 0; hv && !v5 && i < nfeat; i++) {
-            const char *f = r_str_at(feat, i, NULL);
-            for (uint64_t j = 0; f && j < vf->length && !hv[i]; j++) {
-                const char *g = r_str_at(vf, j, NULL);
-                hv[i] = g && strcmp(f, g) == 0;
+        cfs_strset *set = hv && !v5 ? cfs_strset_new((size_t)vf->length) : NULL;
+        for (uint64_t j = 0; set && j < vf->length; j++)
+            if (r_str_at(vf, j, NULL) && cfs_strset_add(set, r_str_at(vf, j, NULL), j) < 0) {
+                cfs_strset_free(set);
+                set = NULL;
             }
+        if (hv && !v5 && !set) {
+            free(hv);
+            hv = NULL;
         }
+        for (uint64_t i = 0; set && i < nfeat; i++) {
+            const char *f = r_str_at(feat, i, NULL);
+            hv[i] = f && cfs_strset_get(set, f) != NULL;
+        }
+        cfs_strset_free(set);
         cfs_array *a = hv ? cfs_array_from_memory(CFS_BOOL, 1, &nfeat, hv) : NULL;
         if (hv && !a)
             free(hv);
