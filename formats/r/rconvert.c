@@ -69,6 +69,25 @@ static cfs_elem *mem_elem(cfs_elem_kind kind, const char *name, cfs_dtype t, int
     return cfs_elem_from_array(kind, name, a);
 }
 
+/* A 1-d array over values the reader keeps (in the r_file's tree or the sink, alive until the
+ * dataset's reader_free, after every element): no copy. */
+static int borrowed_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                         void *out, cfs_err *err)
+{
+    (void)err;
+    size_t es = cfs_dtype_size(arr->dtype);
+    if (count[0])
+        memcpy(out, (const char *)arr->ctx + start[0] * es, (size_t)count[0] * es);
+    return 0;
+}
+
+static const cfs_array_ops borrowed_ops = {.read = borrowed_read};
+
+static cfs_array *borrowed(cfs_dtype t, uint64_t n, const void *data)
+{
+    return cfs_array_new(t, 1, &n, &borrowed_ops, (void *)data);
+}
+
 static void *copy_of(const void *src, size_t n, size_t size)
 {
     void *v = malloc(n ? n * size : 1);
@@ -228,7 +247,7 @@ cfs_elem *rc_column(const rconv *c, const r_obj *v, const char *name, uint64_t n
         return NULL;
     }
     if (v->type == R_REAL)
-        return mem_elem(CFS_EL_ARRAY, name, CFS_FLOAT64, 1, &n, copy_of(x, n, 8));
+        return cfs_elem_from_array(CFS_EL_ARRAY, name, borrowed(CFS_FLOAT64, n, x));
     const int32_t *iv = x;
     bool na = false;
     for (uint64_t i = 0; i < n && !na; i++)
@@ -240,7 +259,7 @@ cfs_elem *rc_column(const rconv *c, const r_obj *v, const char *name, uint64_t n
         return mem_elem(CFS_EL_ARRAY, name, CFS_BOOL, 1, &n, b);
     }
     if (!na)
-        return mem_elem(CFS_EL_ARRAY, name, CFS_INT32, 1, &n, copy_of(x, n, 4));
+        return cfs_elem_from_array(CFS_EL_ARRAY, name, borrowed(CFS_INT32, n, x));
     return nullable(v->type == R_LGL ? CFS_EL_NULLABLE_BOOL : CFS_EL_NULLABLE_INT, name, n, iv);
 }
 
@@ -375,11 +394,11 @@ static int dgc_arrays(const rconv *c, const r_obj *m, uint64_t rrows, uint64_t r
                "(a damaged file)";
         return -1;
     }
-    *xo = copy_of(xv, nnz, 8);
-    *io = copy_of(iv, nnz, 4);
-    *po = copy_of(pv, rcols + 1, 4);
+    *xo = (double *)xv;   /* borrowed: see sparse() */
+    *io = (int32_t *)iv;
+    *po = (int32_t *)pv;
     *nnzo = nnz;
-    return *xo && *io && *po ? 0 : -1;
+    return 0;
 }
 
 typedef struct triplet {
@@ -444,36 +463,41 @@ static int dgt_arrays(const rconv *c, const r_obj *m, uint64_t rrows, uint64_t r
 }
 
 /* A dgCMatrix / dgTMatrix (R's dims rrows x rcols) as a sparse element: csr of the transpose
- * (transposed) or csc of itself. */
+ * (transposed) or csc of itself. A dgCMatrix's arrays are borrowed from the reader, a
+ * dgTMatrix's are built here and owned. */
 static cfs_elem *sparse(const rconv *c, const r_obj *m, const char *name, bool transposed,
                         uint64_t rrows, uint64_t rcols, const char **why)
 {
     double *x = NULL;
     int32_t *ix = NULL, *p = NULL;
     uint64_t nnz = 0, np = rcols + 1;
-    int rc = r_inherits(m, "dgTMatrix")
-                 ? dgt_arrays(c, m, rrows, rcols, &x, &ix, &p, &nnz, why)
-                 : dgc_arrays(c, m, rrows, rcols, &x, &ix, &p, &nnz, why);
-    cfs_elem *el = rc == 0 ? mem_elem(CFS_EL_SPARSE, name, CFS_FLOAT64, 1, &nnz, x) : NULL;
-    if (rc == 0)
-        x = NULL;   /* mem_elem took it */
-    if (el) {
-        el->aux = cfs_array_from_memory(CFS_INT32, 1, &nnz, ix);
-        if (el->aux)
-            ix = NULL;
-        el->indptr = el->aux ? cfs_array_from_memory(CFS_INT32, 1, &np, p) : NULL;
-        if (el->indptr)
-            p = NULL;
+    bool owned = r_inherits(m, "dgTMatrix");
+    int rc = owned ? dgt_arrays(c, m, rrows, rcols, &x, &ix, &p, &nnz, why)
+                   : dgc_arrays(c, m, rrows, rcols, &x, &ix, &p, &nnz, why);
+    cfs_array *a[3] = {NULL, NULL, NULL};
+    if (rc == 0) {
+        a[0] = owned ? cfs_array_from_memory(CFS_FLOAT64, 1, &nnz, x) : borrowed(CFS_FLOAT64, nnz, x);
+        a[1] = owned ? cfs_array_from_memory(CFS_INT32, 1, &nnz, ix) : borrowed(CFS_INT32, nnz, ix);
+        a[2] = owned ? cfs_array_from_memory(CFS_INT32, 1, &np, p) : borrowed(CFS_INT32, np, p);
     }
-    free(x);
-    free(ix);
-    free(p);
-    if (el && (!el->aux || !el->indptr)) {
-        cfs_elem_free(el);
+    if (owned) {   /* what an array took is no longer ours to free */
+        if (!a[0])
+            free(x);
+        if (!a[1])
+            free(ix);
+        if (!a[2])
+            free(p);
+    }
+    cfs_elem *el = a[0] && a[1] && a[2] ? cfs_elem_from_array(CFS_EL_SPARSE, name, a[0]) : NULL;
+    if (!el) {
+        if (!(a[0] && a[1] && a[2]))
+            cfs_array_unref(a[0]);
+        cfs_array_unref(a[1]);
+        cfs_array_unref(a[2]);
         return NULL;
     }
-    if (!el)
-        return NULL;
+    el->aux = a[1];
+    el->indptr = a[2];
     el->csr = transposed;
     el->sparse_shape[0] = transposed ? rcols : rrows;
     el->sparse_shape[1] = transposed ? rrows : rcols;

@@ -8,8 +8,9 @@
  * inside a gzip, bzip2 or xz file. A workspace's first Seurat/SCE object is the dataset; the
  * others are left out by name (one input per object, `<file>-<object>`, is a later step of the
  * registry). The whole stream is read at open, small vectors into the tree and large ones into
- * the in-memory sink (the spill file in the cache's work space is a later step), then copied
- * into the model, and the R tree is freed.
+ * the in-memory sink (the spill file in the cache's work space is a later step); the tree and
+ * the sink stay with the dataset (its reader), whose matrix and column arrays read them in
+ * place.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,20 @@ static const char *what_of(const r_obj *x)
     "or a workspace holding them): convert it to one (e.g. SeuratObject::CreateSeuratObject) " \
     "or to .h5ad"
 
+/* What the dataset's arrays read: the R tree and the sink, freed after every element. */
+typedef struct rds_reader {
+    r_file *file;
+    r_memsink *sink;
+} rds_reader;
+
+static void rds_reader_free(void *p)
+{
+    rds_reader *rd = p;
+    r_file_free(rd->file);
+    r_memsink_free(rd->sink);
+    free(rd);
+}
+
 static int rds_open(const char *path, cfs_dataset **out, cfs_err *err)
 {
     *out = NULL;
@@ -155,12 +170,20 @@ static int rds_open(const char *path, cfs_dataset **out, cfs_err *err)
             free(what);
         }
     }
-    r_file_free(f);
-    r_memsink_free(sink);
+    rds_reader *rd = rc == 0 ? malloc(sizeof *rd) : NULL;
+    if (rc == 0 && !rd)
+        rc = cfs_err_oom(err);
     if (rc < 0) {
         cfs_dataset_free(ds);
+        r_file_free(f);
+        r_memsink_free(sink);
         return -1;
     }
+    /* the model's large arrays are views of the tree's and the sink's vectors */
+    rd->file = f;
+    rd->sink = sink;
+    ds->reader = rd;
+    ds->reader_free = rds_reader_free;
     *out = ds;
     return 0;
 }
