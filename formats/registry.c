@@ -15,6 +15,7 @@ extern const cfs_format cfs_format_tenx;
 extern const cfs_format cfs_format_outs;
 extern const cfs_format cfs_format_mtx;
 extern const cfs_format cfs_format_zarr;
+extern const cfs_format cfs_format_rds;
 
 /* Asked in this order; on equal bids the earlier one wins, and the first explain that knows an
  * input gives the reason it is refused. */
@@ -25,6 +26,7 @@ static const cfs_format *const builtin[] = {
     &cfs_format_outs,
     &cfs_format_mtx,
     &cfs_format_zarr,
+    &cfs_format_rds,
     NULL,
 };
 

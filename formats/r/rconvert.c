@@ -1,0 +1,700 @@
+/* From R objects to the dataset model: see rconvert.h. */
+#include "rconvert.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strfmt.h"
+
+const void *rc_values(const rconv *c, const r_obj *x)
+{
+    if (!x || (x->type != R_INT && x->type != R_LGL && x->type != R_REAL))
+        return NULL;
+    if (x->sunk) {
+        size_t nbytes;
+        return c->sink ? r_memsink_data(c->sink, x->sink_id, &nbytes, NULL) : NULL;
+    }
+    if (x->length == 0) {
+        static const double none[1];
+        return none;
+    }
+    return x->type == R_REAL ? (const void *)r_reals(x) : (const void *)r_ints(x);
+}
+
+char **rc_strings(const r_obj *x, const char *na)
+{
+    uint64_t n = r_length(x);
+    char **v = calloc(n ? n : 1, sizeof *v);
+    for (uint64_t i = 0; v && i < n; i++) {
+        const char *s = r_str_at(x, i, NULL);
+        if (!(v[i] = strdup(s ? s : na ? na : "NA"))) {
+            cfs_strings_free(v, (size_t)i);
+            free(v);
+            return NULL;
+        }
+    }
+    return v;
+}
+
+cfs_elem *rc_strings_elem(const char *name, char **v, uint64_t n)
+{
+    if (!v)
+        return NULL;
+    cfs_array *a = cfs_array_from_memory(CFS_STRING, 1, &n, v);
+    if (!a) {
+        cfs_strings_free(v, (size_t)n);
+        free(v);
+        return NULL;
+    }
+    return cfs_elem_from_array(CFS_EL_ARRAY, name, a);
+}
+
+cfs_elem *rc_string_elem(const char *name, const r_obj *x)
+{
+    return rc_strings_elem(name, rc_strings(x, NULL), r_length(x));
+}
+
+static cfs_elem *mem_elem(cfs_elem_kind kind, const char *name, cfs_dtype t, int ndim,
+                          const uint64_t *shape, void *data)
+{
+    if (!data)
+        return NULL;
+    cfs_array *a = cfs_array_from_memory(t, ndim, shape, data);
+    if (!a) {
+        free(data);
+        return NULL;
+    }
+    return cfs_elem_from_array(kind, name, a);
+}
+
+/* A 1-d array over values the reader keeps (in the r_file's tree or the sink, alive until the
+ * dataset's reader_free, after every element): no copy. */
+static int borrowed_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                         void *out, cfs_err *err)
+{
+    (void)err;
+    size_t es = cfs_dtype_size(arr->dtype);
+    if (count[0])
+        memcpy(out, (const char *)arr->ctx + start[0] * es, (size_t)count[0] * es);
+    return 0;
+}
+
+static const cfs_array_ops borrowed_ops = {.read = borrowed_read};
+
+static cfs_array *borrowed(cfs_dtype t, uint64_t n, const void *data)
+{
+    return cfs_array_new(t, 1, &n, &borrowed_ops, (void *)data);
+}
+
+static void *copy_of(const void *src, size_t n, size_t size)
+{
+    void *v = malloc(n ? n * size : 1);
+    if (v && n)
+        memcpy(v, src, n * size);
+    return v;
+}
+
+/* Codes (int8/16/32 by the number of categories) for n values; code(i) gives -1 for NA. */
+static cfs_elem *categorical(const char *name, uint64_t n, const int32_t *codes, char **cats,
+                             uint64_t ncat, bool ordered)
+{
+    cfs_dtype ct = ncat <= INT8_MAX ? CFS_INT8 : ncat <= INT16_MAX ? CFS_INT16 : CFS_INT32;
+    void *v = malloc(n ? n * cfs_dtype_size(ct) : 1);
+    for (uint64_t i = 0; v && i < n; i++) {
+        int32_t k = codes[i];
+        if (ct == CFS_INT8)
+            ((int8_t *)v)[i] = (int8_t)k;
+        else if (ct == CFS_INT16)
+            ((int16_t *)v)[i] = (int16_t)k;
+        else
+            ((int32_t *)v)[i] = k;
+    }
+    cfs_elem *el = v ? mem_elem(CFS_EL_CATEGORICAL, name, ct, 1, &n, v) : NULL;
+    if (!el) {
+        cfs_strings_free(cats, (size_t)ncat);
+        free(cats);
+        return NULL;
+    }
+    el->ordered = ordered;
+    if (!(el->categories = rc_strings_elem("categories", cats, ncat))) {
+        cfs_elem_free(el);
+        return NULL;
+    }
+    return el;
+}
+
+static cfs_elem *factor_column(const rconv *c, const r_obj *v, const char *name, uint64_t n,
+                               const char **why)
+{
+    const r_obj *lev = r_attr(v, "levels");
+    uint64_t ncat = lev && lev->type == R_STR ? lev->length : 0;
+    const int32_t *x = rc_values(c, v);
+    if (!x || (lev && lev->type != R_STR)) {
+        *why = "a factor whose codes or levels are not stored as R writes them";
+        return NULL;
+    }
+    int32_t *codes = malloc(n ? n * sizeof *codes : 1);
+    if (!codes)
+        return NULL;
+    for (uint64_t i = 0; i < n; i++)
+        codes[i] = x[i] == R_NA_INT || x[i] < 1 || (uint64_t)x[i] > ncat ? -1 : x[i] - 1;
+    cfs_elem *el = categorical(name, n, codes, rc_strings(lev, NULL), ncat,
+                               r_inherits(v, "ordered"));
+    free(codes);
+    return el;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A character vector with NA: a categorical of its distinct values, sorted. */
+static cfs_elem *string_categorical(const r_obj *v, const char *name, uint64_t n)
+{
+    const char **vals = malloc((n ? n : 1) * sizeof *vals);
+    int32_t *codes = malloc((n ? n : 1) * sizeof *codes);
+    char **cats = NULL;
+    size_t k = 0, ncat = 0;
+    cfs_elem *el = NULL;
+    if (!vals || !codes)
+        goto done;
+    for (uint64_t i = 0; i < n; i++)
+        if (r_str_at(v, i, NULL))
+            vals[k++] = r_str_at(v, i, NULL);
+    qsort(vals, k, sizeof *vals, cmp_str);
+    for (size_t i = 0; i < k; i++)
+        if (ncat == 0 || strcmp(vals[ncat - 1], vals[i]) != 0)
+            vals[ncat++] = vals[i];
+    if (!(cats = calloc(ncat ? ncat : 1, sizeof *cats)))
+        goto done;
+    for (size_t i = 0; i < ncat; i++)
+        if (!(cats[i] = strdup(vals[i]))) {
+            cfs_strings_free(cats, i);
+            free(cats);
+            goto done;
+        }
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s = r_str_at(v, i, NULL);
+        codes[i] = -1;
+        if (s) {
+            const char **hit = bsearch(&s, vals, ncat, sizeof *vals, cmp_str);
+            codes[i] = (int32_t)(hit - vals);
+        }
+    }
+    el = categorical(name, n, codes, cats, ncat, false);
+done:
+    free(vals);
+    free(codes);
+    return el;
+}
+
+static cfs_elem *nullable(cfs_elem_kind kind, const char *name, uint64_t n, const int32_t *x)
+{
+    bool b = kind == CFS_EL_NULLABLE_BOOL;
+    void *val = malloc(n ? n * (b ? 1 : sizeof(int32_t)) : 1);
+    uint8_t *mask = malloc(n ? n : 1);
+    if (!val || !mask) {
+        free(val);
+        free(mask);
+        return NULL;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        bool na = x[i] == R_NA_INT;
+        mask[i] = na;
+        if (b)
+            ((uint8_t *)val)[i] = !na && x[i] != 0;
+        else
+            ((int32_t *)val)[i] = na ? 0 : x[i];
+    }
+    cfs_elem *el = mem_elem(kind, name, b ? CFS_BOOL : CFS_INT32, 1, &n, val);
+    cfs_array *m = el ? cfs_array_from_memory(CFS_BOOL, 1, &n, mask) : NULL;
+    if (!m) {
+        if (!el)
+            return NULL;
+        free(mask);
+        cfs_elem_free(el);
+        return NULL;
+    }
+    el->aux = m;
+    return el;
+}
+
+cfs_elem *rc_column(const rconv *c, const r_obj *v, const char *name, uint64_t n,
+                    const char **why, cfs_err *err)
+{
+    (void)err;
+    *why = NULL;
+    if (r_length(v) != n || r_attr(v, "dim")) {
+        *why = r_attr(v, "dim") ? "a matrix column (not one value per row)"
+                                : "its length is not the number of rows";
+        return NULL;
+    }
+    if (v->type == R_INT && r_inherits(v, "factor"))
+        return factor_column(c, v, name, n, why);
+    if (v->type == R_STR) {
+        for (uint64_t i = 0; i < n; i++)
+            if (!r_str_at(v, i, NULL))
+                return string_categorical(v, name, n);
+        return rc_string_elem(name, v);
+    }
+    const void *x = rc_values(c, v);
+    if (!x) {
+        *why = v->type == R_VEC ? "a list column (not one value per row)"
+                                : "an R column type not served";
+        return NULL;
+    }
+    if (v->type == R_REAL)
+        return cfs_elem_from_array(CFS_EL_ARRAY, name, borrowed(CFS_FLOAT64, n, x));
+    const int32_t *iv = x;
+    bool na = false;
+    for (uint64_t i = 0; i < n && !na; i++)
+        na = iv[i] == R_NA_INT;
+    if (v->type == R_LGL && !na) {
+        uint8_t *b = malloc(n ? n : 1);
+        for (uint64_t i = 0; b && i < n; i++)
+            b[i] = iv[i] != 0;
+        return mem_elem(CFS_EL_ARRAY, name, CFS_BOOL, 1, &n, b);
+    }
+    if (!na)
+        return cfs_elem_from_array(CFS_EL_ARRAY, name, borrowed(CFS_INT32, n, x));
+    return nullable(v->type == R_LGL ? CFS_EL_NULLABLE_BOOL : CFS_EL_NULLABLE_INT, name, n, iv);
+}
+
+/* The columns of a nested data frame: a DataFrame's listData, a data.frame's list. */
+static const r_obj *nested_columns(const r_obj *v)
+{
+    if (v && v->type == R_S4 && (r_inherits(v, "DataFrame") || r_inherits(v, "DFrame"))) {
+        const r_obj *l = r_slot(v, "listData");
+        return l && l->type == R_VEC ? l : NULL;
+    }
+    return v && v->type == R_VEC && r_inherits(v, "data.frame") ? v : NULL;
+}
+
+/* The columns of cols into df, named prefix + name (nested data frames flattened as
+ * outer.inner, as as.data.frame names them), depth levels at most. */
+static int add_columns(const rconv *c, cfs_elem *df, const r_obj *cols, const char *prefix,
+                       uint64_t n, const char *where, int depth, cfs_err *err)
+{
+    const r_obj *names = r_attr(cols, "names");
+    uint64_t ncol = cols && cols->type == R_VEC ? cols->length : 0;
+    for (uint64_t j = 0; j < ncol; j++) {
+        const char *cn0 = r_str_at(names, j, NULL);
+        char *cn = cn0 && *cn0 ? cfs_strdupf("%s%s", prefix, cn0) : NULL;
+        const char *why = NULL;
+        int rc = 0;
+        if (cn0 && *cn0 && !cn)
+            return cfs_err_oom(err);
+        const r_obj *v = cols->u.items[j];
+        const r_obj *inner = nested_columns(v);
+        if (!cn || strcmp(cn, "_index") == 0 || cfs_elem_child(df, cn)) {
+            rc = cfs_dataset_leave_out(c->ds, where, "column %s%llu has no name, a repeated "
+                                       "one or '_index'", prefix, (unsigned long long)j + 1);
+            rc = rc < 0 ? cfs_err_oom(err) : 0;
+        } else if (inner && depth < 8) {
+            char *pre = cfs_strdupf("%s.", cn);
+            rc = pre ? add_columns(c, df, inner, pre, n, where, depth + 1, err)
+                     : cfs_err_oom(err);
+            free(pre);
+        } else {
+            cfs_elem *col = rc_column(c, v, cn, n, &why, err);
+            if (col)
+                rc = cfs_elem_add_or_free(df, col, err);
+            else if (!why)
+                rc = cfs_err_oom(err);
+            else {
+                char *el = cfs_strdupf("%s/%s", where, cn);
+                rc = el ? cfs_dataset_leave_out(c->ds, el, "%s", why) : -1;
+                free(el);
+                rc = rc < 0 ? cfs_err_oom(err) : 0;
+            }
+        }
+        free(cn);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int rc_frame(const rconv *c, const char *name, char **index, uint64_t n, const r_obj *cols,
+             const char *where, cfs_elem **out, cfs_err *err)
+{
+    *out = NULL;
+    cfs_elem *df = cfs_elem_new(CFS_EL_DATAFRAME, name);
+    cfs_elem *ix = rc_strings_elem("_index", index, n);
+    if (!df || !ix || !(df->index_name = strdup("_index"))) {
+        cfs_elem_free(df);
+        cfs_elem_free(ix);
+        return cfs_err_oom(err);
+    }
+    df->index = ix;
+    if (add_columns(c, df, cols, "", n, where, 0, err) < 0) {
+        cfs_elem_free(df);
+        return -1;
+    }
+    *out = df;
+    return 0;
+}
+
+bool rc_is_dgc(const r_obj *m)
+{
+    return m && m->type == R_S4 &&
+           (r_inherits(m, "dgCMatrix") || r_inherits(m, "Graph") || r_inherits(m, "dgTMatrix"));
+}
+
+bool rc_is_dense(const r_obj *m)
+{
+    const r_obj *d = r_attr(m, "dim");
+    return m && (m->type == R_REAL || m->type == R_INT || m->type == R_LGL) && d &&
+           d->type == R_INT && d->length == 2;
+}
+
+bool rc_dims(const r_obj *m, uint64_t *nrow, uint64_t *ncol)
+{
+    const r_obj *d = rc_is_dgc(m) ? r_slot(m, "Dim") : rc_is_dense(m) ? r_attr(m, "dim") : NULL;
+    const int32_t *v = d && d->type == R_INT && d->length == 2 ? r_ints(d) : NULL;
+    if (!v || v[0] < 0 || v[1] < 0)
+        return false;
+    *nrow = (uint64_t)v[0];
+    *ncol = (uint64_t)v[1];
+    /* a base matrix holds exactly its cells (a damaged dim attribute says otherwise) */
+    return rc_is_dgc(m) || *nrow * *ncol == m->length;
+}
+
+const r_obj *rc_dimnames(const r_obj *m, int axis)
+{
+    const r_obj *dn = rc_is_dgc(m) ? r_slot(m, "Dimnames") : r_attr(m, "dimnames");
+    const r_obj *v = dn && dn->type == R_VEC ? r_vec_at(dn, (uint64_t)axis) : NULL;
+    return v && v->type == R_STR ? v : NULL;
+}
+
+/* The compressed-column arrays (x, i, p: the R matrix's CSC) of a dgCMatrix, copied, or NULL
+ * with *why (or without: OOM). rrows/rcols: R's dims. */
+static int dgc_arrays(const rconv *c, const r_obj *m, uint64_t rrows, uint64_t rcols,
+                      double **xo, int32_t **io, int32_t **po, uint64_t *nnzo, const char **why)
+{
+    const r_obj *x = r_slot(m, "x"), *i = r_slot(m, "i"), *p = r_slot(m, "p");
+    const void *xv = rc_values(c, x), *iv = rc_values(c, i), *pv = rc_values(c, p);
+    if (!xv || !iv || !pv || x->type != R_REAL || i->type != R_INT || p->type != R_INT ||
+        x->length != i->length || p->length != rcols + 1) {
+        *why = "a sparse matrix whose x, i and p slots are not as the Matrix package writes them";
+        return -1;
+    }
+    const int32_t *pp = pv, *ii = iv;
+    uint64_t nnz = x->length;
+    bool ok = pp[0] == 0 && (uint64_t)pp[rcols] == nnz;
+    for (uint64_t k = 0; ok && k < rcols; k++)
+        ok = pp[k] <= pp[k + 1];
+    for (uint64_t k = 0; ok && k < nnz; k++)
+        ok = ii[k] >= 0 && (uint64_t)ii[k] < rrows;
+    if (!ok) {
+        *why = "a sparse matrix whose row indices or column pointers contradict its shape "
+               "(a damaged file)";
+        return -1;
+    }
+    *xo = (double *)xv;   /* borrowed: see sparse() */
+    *io = (int32_t *)iv;
+    *po = (int32_t *)pv;
+    *nnzo = nnz;
+    return 0;
+}
+
+typedef struct triplet {
+    int32_t i, j;
+    double x;
+} triplet;
+
+static int cmp_triplet(const void *a, const void *b)
+{
+    const triplet *s = a, *t = b;
+    if (s->j != t->j)
+        return s->j < t->j ? -1 : 1;
+    return s->i < t->i ? -1 : s->i > t->i;
+}
+
+/* A dgTMatrix's triplets as CSC arrays: sorted by column then row, repeated entries summed
+ * (the Matrix package's meaning of them). */
+static int dgt_arrays(const rconv *c, const r_obj *m, uint64_t rrows, uint64_t rcols,
+                      double **xo, int32_t **io, int32_t **po, uint64_t *nnzo, const char **why)
+{
+    const r_obj *x = r_slot(m, "x"), *i = r_slot(m, "i"), *j = r_slot(m, "j");
+    const double *xv = rc_values(c, x);
+    const int32_t *iv = rc_values(c, i), *jv = rc_values(c, j);
+    if (!xv || !iv || !jv || x->type != R_REAL || i->type != R_INT || j->type != R_INT ||
+        x->length != i->length || x->length != j->length) {
+        *why = "a sparse matrix whose x, i and j slots are not as the Matrix package writes them";
+        return -1;
+    }
+    uint64_t n = x->length;
+    for (uint64_t k = 0; k < n; k++)
+        if (iv[k] < 0 || (uint64_t)iv[k] >= rrows || jv[k] < 0 || (uint64_t)jv[k] >= rcols) {
+            *why = "a sparse matrix whose indices contradict its shape (a damaged file)";
+            return -1;
+        }
+    triplet *t = malloc((n ? n : 1) * sizeof *t);
+    *xo = malloc((n ? n : 1) * sizeof **xo);
+    *io = malloc((n ? n : 1) * sizeof **io);
+    *po = calloc(rcols + 1, sizeof **po);
+    if (!t || !*xo || !*io || !*po) {
+        free(t);
+        return -1;
+    }
+    for (uint64_t k = 0; k < n; k++)
+        t[k] = (triplet){iv[k], jv[k], xv[k]};
+    qsort(t, n, sizeof *t, cmp_triplet);
+    uint64_t nnz = 0;
+    for (uint64_t k = 0; k < n; k++) {
+        if (nnz && t[k].i == (*io)[nnz - 1] && t[k].j == t[k - 1].j) {
+            (*xo)[nnz - 1] += t[k].x;
+            continue;
+        }
+        (*xo)[nnz] = t[k].x;
+        (*io)[nnz] = t[k].i;
+        (*po)[t[k].j + 1]++;
+        nnz++;
+    }
+    free(t);
+    for (uint64_t k = 0; k < rcols; k++)
+        (*po)[k + 1] += (*po)[k];
+    *nnzo = nnz;
+    return 0;
+}
+
+/* A dgCMatrix / dgTMatrix (R's dims rrows x rcols) as a sparse element: csr of the transpose
+ * (transposed) or csc of itself. A dgCMatrix's arrays are borrowed from the reader, a
+ * dgTMatrix's are built here and owned. */
+static cfs_elem *sparse(const rconv *c, const r_obj *m, const char *name, bool transposed,
+                        uint64_t rrows, uint64_t rcols, const char **why)
+{
+    double *x = NULL;
+    int32_t *ix = NULL, *p = NULL;
+    uint64_t nnz = 0, np = rcols + 1;
+    bool owned = r_inherits(m, "dgTMatrix");
+    int rc = owned ? dgt_arrays(c, m, rrows, rcols, &x, &ix, &p, &nnz, why)
+                   : dgc_arrays(c, m, rrows, rcols, &x, &ix, &p, &nnz, why);
+    cfs_array *a[3] = {NULL, NULL, NULL};
+    if (rc == 0) {
+        a[0] = owned ? cfs_array_from_memory(CFS_FLOAT64, 1, &nnz, x) : borrowed(CFS_FLOAT64, nnz, x);
+        a[1] = owned ? cfs_array_from_memory(CFS_INT32, 1, &nnz, ix) : borrowed(CFS_INT32, nnz, ix);
+        a[2] = owned ? cfs_array_from_memory(CFS_INT32, 1, &np, p) : borrowed(CFS_INT32, np, p);
+    }
+    if (owned) {   /* what an array took is no longer ours to free */
+        if (!a[0])
+            free(x);
+        if (!a[1])
+            free(ix);
+        if (!a[2])
+            free(p);
+    }
+    cfs_elem *el = a[0] && a[1] && a[2] ? cfs_elem_from_array(CFS_EL_SPARSE, name, a[0]) : NULL;
+    if (!el) {
+        if (!(a[0] && a[1] && a[2]))
+            cfs_array_unref(a[0]);
+        cfs_array_unref(a[1]);
+        cfs_array_unref(a[2]);
+        return NULL;
+    }
+    el->aux = a[1];
+    el->indptr = a[2];
+    el->csr = transposed;
+    el->sparse_shape[0] = transposed ? rcols : rrows;
+    el->sparse_shape[1] = transposed ? rrows : rcols;
+    return el;
+}
+
+/* A dense matrix rows x cols, column-major, as a C-order array of shape (a, b): transposed
+ * (a = cols) keeps R's order; not transposed (a = rows) reorders. Doubles stay float64,
+ * integers int32 and logicals bool unless they hold an NA (then float64 with NaN). */
+static cfs_elem *dense(const rconv *c, const r_obj *m, const char *name, bool transposed,
+                       uint64_t rows, uint64_t cols, const char **why)
+{
+    const void *v = rc_values(c, m);
+    if (!v) {
+        *why = "a matrix whose values are not stored as R writes them";
+        return NULL;
+    }
+    uint64_t n = rows * cols;
+    bool na = false;
+    for (uint64_t k = 0; m->type != R_REAL && k < n && !na; k++)
+        na = ((const int32_t *)v)[k] == R_NA_INT;
+    cfs_dtype t = m->type == R_REAL || na ? CFS_FLOAT64 : m->type == R_INT ? CFS_INT32 : CFS_BOOL;
+    size_t es = cfs_dtype_size(t);
+    uint8_t *d = malloc(n ? n * es : 1);
+    if (!d)
+        return NULL;
+    for (uint64_t j = 0; j < cols; j++)
+        for (uint64_t i = 0; i < rows; i++) {
+            uint64_t src = j * rows + i, dst = transposed ? src : i * cols + j;
+            if (m->type == R_REAL)
+                ((double *)d)[dst] = ((const double *)v)[src];
+            else {
+                int32_t k = ((const int32_t *)v)[src];
+                if (t == CFS_FLOAT64)
+                    ((double *)d)[dst] = k == R_NA_INT ? NAN : (double)k;
+                else if (t == CFS_INT32)
+                    ((int32_t *)d)[dst] = k;
+                else
+                    d[dst] = k != 0;
+            }
+        }
+    uint64_t shape[2] = {transposed ? cols : rows, transposed ? rows : cols};
+    return mem_elem(CFS_EL_ARRAY, name, t, 2, shape, d);
+}
+
+static cfs_elem *matrix(const rconv *c, const r_obj *m, const char *name, bool transposed,
+                        const char **why)
+{
+    uint64_t rows, cols;
+    *why = NULL;
+    if (!rc_dims(m, &rows, &cols)) {
+        const char *cls = r_class_name(m);
+        *why = cls && (strstr(cls, "Delayed") || strstr(cls, "HDF5") || strstr(cls, "IterableMatrix"))
+                   ? "a matrix stored outside the file (DelayedArray/HDF5Array/BPCells); "
+                     "save the object with its values in memory (e.g. as(x, \"dgCMatrix\"))"
+                   : "not a dgCMatrix, dgTMatrix or base matrix (other matrix classes are a "
+                     "later step)";
+        return NULL;
+    }
+    if (rc_is_dgc(m))
+        return sparse(c, m, name, transposed, rows, cols, why);
+    return dense(c, m, name, transposed, rows, cols, why);
+}
+
+cfs_elem *rc_matrix_t(const rconv *c, const r_obj *m, const char *name, const char **why,
+                      cfs_err *err)
+{
+    (void)err;
+    return matrix(c, m, name, true, why);
+}
+
+cfs_elem *rc_matrix(const rconv *c, const r_obj *m, const char *name, const char **why,
+                    cfs_err *err)
+{
+    (void)err;
+    return matrix(c, m, name, false, why);
+}
+
+char *rc_obsm_key(const char *name)
+{
+    char *k = cfs_strdupf("X_%s", name);
+    for (char *s = k ? k + 2 : NULL; s && *s; s++)
+        *s = (char)tolower((unsigned char)*s);
+    return k;
+}
+
+/* One plain value (a vector without attributes but names, or a named list of such) as an uns
+ * element, or NULL with *why (left out) or without (OOM). */
+static cfs_elem *plain_value(const rconv *c, const r_obj *v, const char *name, int depth,
+                             const char *where, const char **why, cfs_err *err);
+
+static int plain_list(const rconv *c, cfs_elem *dict, const r_obj *list, const char *where,
+                      int depth, cfs_err *err)
+{
+    const r_obj *names = r_attr(list, "names");
+    for (uint64_t i = 0; list && list->type == R_VEC && i < list->length; i++) {
+        const char *k = r_str_at(names, i, NULL);
+        char *el = cfs_strdupf("%s/%s", where, k && *k ? k : "?");
+        const char *why = NULL;
+        int rc = 0;
+        if (!el)
+            return cfs_err_oom(err);
+        if (!k || !*k || cfs_elem_child(dict, k))
+            rc = cfs_dataset_leave_out(c->ds, el, "an unnamed or repeated list element") < 0
+                     ? cfs_err_oom(err) : 0;
+        else {
+            cfs_elem *x = plain_value(c, list->u.items[i], k, depth, el, &why, err);
+            rc = x ? cfs_elem_add_or_free(dict, x, err)
+                   : !why ? cfs_err_oom(err)   /* the only failure below is OOM */
+                          : cfs_dataset_leave_out(c->ds, el, "%s", why) < 0 ? cfs_err_oom(err)
+                                                                              : 0;
+        }
+        free(el);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static cfs_elem *plain_value(const rconv *c, const r_obj *v, const char *name, int depth,
+                             const char *where, const char **why, cfs_err *err)
+{
+    *why = NULL;
+    for (const r_obj *a = v->attr; a && a->type == R_LIST; a = a->u.cons.cdr) {
+        const char *t = r_sym_name(a->u.cons.tag);
+        if (!t || strcmp(t, "names") != 0) {
+            *why = "not a plain value (an R object with attributes or a class)";
+            return NULL;
+        }
+    }
+    if (v->type == R_VEC) {
+        cfs_elem *d = depth < 8 ? cfs_elem_new(CFS_EL_DICT, name) : NULL;
+        if (!d) {
+            if (depth >= 8)
+                *why = "nested too deeply";
+            return NULL;
+        }
+        if (plain_list(c, d, v, where, depth + 1, err) < 0) {
+            cfs_elem_free(d);
+            return NULL;
+        }
+        return d;
+    }
+    uint64_t n = r_length(v);
+    int ndim = n == 1 ? 0 : 1;
+    if (v->type == R_STR) {
+        for (uint64_t i = 0; i < n; i++)
+            if (!r_str_at(v, i, NULL)) {
+                *why = "a character vector with NA";
+                return NULL;
+            }
+        char **s = rc_strings(v, NULL);
+        cfs_array *a = s ? cfs_array_from_memory(CFS_STRING, ndim, &n, s) : NULL;
+        if (s && !a) {
+            cfs_strings_free(s, (size_t)n);
+            free(s);
+        }
+        return a ? cfs_elem_from_array(ndim ? CFS_EL_ARRAY : CFS_EL_SCALAR, name, a) : NULL;
+    }
+    const void *x = rc_values(c, v);
+    if (!x) {
+        *why = "not a plain value (only numbers, strings, logicals and lists of them are)";
+        return NULL;
+    }
+    void *d = NULL;
+    cfs_dtype t = v->type == R_REAL ? CFS_FLOAT64 : v->type == R_INT ? CFS_INT32 : CFS_BOOL;
+    if (v->type != R_REAL)
+        for (uint64_t i = 0; i < n; i++)
+            if (((const int32_t *)x)[i] == R_NA_INT) {
+                *why = "an integer or logical vector with NA";
+                return NULL;
+            }
+    if (t == CFS_BOOL) {
+        uint8_t *b = malloc(n ? n : 1);
+        for (uint64_t i = 0; b && i < n; i++)
+            b[i] = ((const int32_t *)x)[i] != 0;
+        d = b;
+    } else
+        d = copy_of(x, n, t == CFS_FLOAT64 ? 8 : 4);
+    cfs_array *a = d ? cfs_array_from_memory(t, ndim, &n, d) : NULL;
+    if (d && !a)
+        free(d);
+    return a ? cfs_elem_from_array(ndim ? CFS_EL_ARRAY : CFS_EL_SCALAR, name, a) : NULL;
+}
+
+int rc_uns(const rconv *c, const r_obj *list, const char *key, cfs_err *err)
+{
+    if (!list || list->type != R_VEC || list->length == 0)
+        return 0;
+    cfs_elem *uns = cfs_elem_ensure_dict(c->ds->root, "uns");
+    cfs_elem *d = uns ? cfs_elem_new(CFS_EL_DICT, key) : NULL;
+    char *where = cfs_strdupf("uns/%s", key);
+    int rc = d && where ? plain_list(c, d, list, where, 0, err) : cfs_err_oom(err);
+    free(where);
+    if (rc < 0 || d->nchildren == 0) {
+        cfs_elem_free(d);
+        return rc;
+    }
+    return cfs_elem_add_or_free(uns, d, err);
+}

@@ -1,0 +1,69 @@
+/*
+ * From R objects (robject.h) to the dataset model: the conversions formats/r/seurat.c and
+ * formats/r/sce.c share. Vectors are copied out of the r_file (kept in its tree, or in the
+ * in-memory sink for large ones: the spill file of issue 11 is a later step), so the file can be
+ * freed once the model is built.
+ *
+ * Columns (a data.frame's, a DataFrame's): a factor becomes a categorical keeping R's level
+ * order and unused levels (NA code -1; "ordered" too); logical and integer vectors with an NA
+ * become nullable-boolean / nullable-integer, without one bool / int32; double vectors float64
+ * (NA is a NaN); character vectors strings, or with an NA a categorical (categories sorted as
+ * pandas sorts them, NA code -1: what anndata 0.8 writes for a string column with missing
+ * values). Anything else is left out with its reason.
+ */
+#ifndef CFS_R_CONVERT_H
+#define CFS_R_CONVERT_H
+
+#include "model.h"
+#include "robject.h"
+
+typedef struct rconv {
+    const r_file *file;
+    r_memsink *sink;
+    cfs_dataset *ds;
+} rconv;
+
+/* The values of an INT/LGL/REAL vector (in the tree or sunk), NULL for another type. */
+const void *rc_values(const rconv *c, const r_obj *x);
+/* Copies of a STR's strings (NA as "NA" when na is NULL, else na), n strings; NULL on OOM. */
+char **rc_strings(const r_obj *x, const char *na);
+/* A string array element of STR x. */
+cfs_elem *rc_string_elem(const char *name, const r_obj *x);
+/* n copies of names given as a malloc'd array: a string array element taking them. */
+cfs_elem *rc_strings_elem(const char *name, char **v, uint64_t n);
+/* One column of n values, or NULL with *why set (left out) or err set (*why NULL: OOM). */
+cfs_elem *rc_column(const rconv *c, const r_obj *v, const char *name, uint64_t n,
+                    const char **why, cfs_err *err);
+/* A data frame element: index (n strings, taken) and the columns of the list cols (named by
+ * its names attribute; a nested DataFrame or data.frame flattened as outer.inner); columns that
+ * cannot be served are left out as <where>/<col>. */
+int rc_frame(const rconv *c, const char *name, char **index, uint64_t n, const r_obj *cols,
+             const char *where, cfs_elem **out, cfs_err *err);
+
+/* A matrix's dims: a dgCMatrix/Graph (Dim slot) or a base matrix (dim attribute). */
+bool rc_dims(const r_obj *m, uint64_t *nrow, uint64_t *ncol);
+/* A dgCMatrix, a Graph (one) or a dgTMatrix: a sparse matrix of doubles with a Dim slot. */
+bool rc_is_dgc(const r_obj *m);
+bool rc_is_dense(const r_obj *m);
+/* The names along axis 0 (rows) or 1 (columns) of a matrix (Dimnames slot or dimnames
+ * attribute), a STR or NULL. */
+const r_obj *rc_dimnames(const r_obj *m, int axis);
+/* A matrix stored features x cells (R's orientation) as the cells x features element name:
+ * a dgCMatrix as csr (its CSC arrays are the transpose's CSR; a dgTMatrix's triplets are
+ * compressed the same way, repeated entries summed), a base matrix as C-order dense
+ * (R's column-major order is the transpose's row-major one). NULL with *why or err. */
+cfs_elem *rc_matrix_t(const rconv *c, const r_obj *m, const char *name, const char **why,
+                      cfs_err *err);
+/* A matrix kept as it is (rows x cols): a dgCMatrix as csc, a base matrix transposed into
+ * C order. For obsm (cells x k) and obsp (cells x cells). */
+cfs_elem *rc_matrix(const rconv *c, const r_obj *m, const char *name, const char **why,
+                    cfs_err *err);
+
+/* The plain values of the named list (numbers, strings, logicals, lists of them; others left
+ * out as uns/<key>/<name>) as the dict uns/<key>; nothing when it has none. */
+int rc_uns(const rconv *c, const r_obj *list, const char *key, cfs_err *err);
+
+/* "X_" + name lower-cased, with umap/pca/tsne as anndata names them (malloc'd). */
+char *rc_obsm_key(const char *name);
+
+#endif

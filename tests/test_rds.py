@@ -1,0 +1,269 @@
+"""R objects (formats/r/rds.c, seurat.c, sce.c): Seurat and SingleCellExperiment objects saved by
+R itself (tests/fixtures/make_seurat_fixtures.R: SeuratObject 4.1, SingleCellExperiment 1.20;
+the Assay5 object built in SeuratObject 5's class layout, see the script) as .rds (gzip and xz),
+.RData and .rda.
+
+The oracle is R's own reading of each saved file (readRDS / load and the SeuratObject / SCE
+accessors), dumped by the script into <file>.oracle/: the matrices as MatrixMarket files with 17
+significant digits, the data frames as CSV with each column's R class and factor levels, the
+embeddings as CSV. This test turns that dump into the AnnData an anndata user expects (factors
+as categoricals keeping level order and unused levels, logical/integer columns with NA as
+nullable columns, numeric NA as NaN, character columns with NA as categoricals; matrices as
+cells x features) and compares it with anndata.read_zarr of the exported and of the mounted
+store, value for value (conftest.assert_adata_equal undoes the priority order)."""
+
+import bz2
+import gzip
+import json
+import lzma
+import shutil
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from conftest import (
+    FIXTURES_DIR,
+    assert_adata_equal,
+    assert_catalog,
+    describe,
+    left_out_lines,
+    refused_lines,
+    run_cfs,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+RDS = FIXTURES_DIR / "rds"
+
+# file -> (store id, kind, oracle folder, what is left out)
+SEURAT = {
+    "seurat.rds": {"id": "seurat"},
+    "seurat_xz.rds": {"id": "seurat_xz"},
+    "seurat.RData": {"id": "seurat"},
+    "seurat_v5.rds": {"id": "seurat_v5", "v5": True},
+    "seurat_adt.rds": {"id": "seurat_adt", "left_out": [
+        "assay ADT: a second assay",
+        "layers/scale.data: it is 3 x 10 where the assay has 14 features and 10 cells (Seurat "
+        "scales only the variable features by default; ScaleData(features = rownames(obj)) "
+        "scales them all)"]},
+    "seurat_scaled.rds": {"id": "seurat_scaled"},
+}
+SCE = {
+    "sce.rds": {"id": "sce", "oracle": "sce.rds.oracle"},
+    "both.rda": {"id": "both", "oracle": "sce.rds.oracle", "left_out": ["object so: a second"]},
+    "sce_t.rds": {"id": "sce_t", "counts_only": True, "int_layer": True},
+    "sce_alt.rds": {"id": "sce_alt", "counts_only": True, "left_out": [
+        "altExp ADT: an alternative experiment: further modalities are the MuData store of "
+        "issue 12",
+        "uns/metadata/fn: not a plain value"]},
+}
+ALL = {**SEURAT, **SCE}
+
+
+def _mm(path):
+    return sp.csr_matrix(scipy.io.mmread(str(path)))
+
+
+def _column(values, cls, levels):
+    na = np.array([v == "NA" for v in values])
+    if cls == "factor":
+        cats = levels.split("|") if levels else []
+        return pd.Categorical([None if m else v for v, m in zip(values, na)], categories=cats)
+    if cls == "numeric":
+        return np.array([np.nan if m else float(v) for v, m in zip(values, na)], dtype=np.float64)
+    if cls == "integer":
+        if na.any():
+            return pd.array([None if m else int(v) for v, m in zip(values, na)], dtype="Int32")
+        return np.array([int(v) for v in values], dtype=np.int32)
+    if cls == "logical":
+        b = [None if m else v == "TRUE" for v, m in zip(values, na)]
+        return pd.array(b, dtype="boolean") if na.any() else np.array(b, dtype=bool)
+    assert cls == "character", cls
+    if na.any():
+        cats = sorted({v for v, m in zip(values, na) if not m})
+        return pd.Categorical([None if m else v for v, m in zip(values, na)], categories=cats)
+    return np.array(list(values), dtype=object)
+
+
+def _frame(d, what):
+    raw = pd.read_csv(d / f"{what}.csv", dtype=str, keep_default_na=False)
+    types = pd.read_csv(d / f"{what}_types.csv", dtype=str, keep_default_na=False)
+    cols = {}
+    for _, t in types.iterrows():
+        cols[t["column"]] = _column(list(raw[t["column"]]), t["class"], t["levels"])
+    return pd.DataFrame(cols, index=pd.Index(list(raw["name"]), dtype=object))
+
+
+def _embedding(path):
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    return df.drop(columns=["name"]).to_numpy().astype(np.float64), list(df["name"])
+
+
+def oracle(file):
+    """The AnnData R's dump of file means."""
+    e = ALL[file]
+    d = RDS / e.get("oracle", f"{file}.oracle")
+    obs, var = _frame(d, "obs"), _frame(d, "var")
+    obsm, obsp, layers = {}, {}, {}
+    for p in sorted(d.glob("obsm_*.csv")):
+        m, names = _embedding(p)
+        obsm["X_" + p.stem[len("obsm_"):].lower()] = m
+    uns = {}
+    if file in SCE and e.get("counts_only"):
+        x = _mm(d / "assay_counts.mtx").T.tocsr()   # a dgCMatrix, or a dgTMatrix (sce_t)
+        if (d / "metadata.tsv").exists():
+            uns["metadata"] = _plain_values(d / "metadata.tsv")
+        if e.get("int_layer"):   # an integer base matrix: int32, dense
+            layers["int"] = np.asarray(_mm(d / "assay_int.mtx").T.todense()).astype(np.int32)
+    elif file in SCE:
+        x = np.asarray(_mm(d / "assay_logcounts.mtx").T.todense())   # a base matrix in R
+        layers["counts"] = _mm(d / "assay_counts.mtx").T.tocsr()
+    else:
+        x = _mm(d / "X.mtx").T.tocsr()
+        layers["counts"] = _mm(d / "counts.mtx").T.tocsr()
+        if (d / "scale.data.csv").exists():   # covers every feature: a dense layer
+            layers["scale.data"], _ = _embedding(d / "scale.data.csv")
+        for p in sorted(d.glob("obsp_*.mtx")):
+            obsp[p.stem[len("obsp_"):]] = sp.csc_matrix(scipy.io.mmread(str(p)))
+        if e.get("v5"):
+            var["highly_variable"] = np.asarray(var["var.features"].notna(), dtype=bool)
+        else:
+            hv = set((d / "variable_features.txt").read_text().split())
+            var["highly_variable"] = np.array([g in hv for g in var.index], dtype=bool)
+    return ad.AnnData(X=x, obs=obs, var=var, obsm=obsm, obsp=obsp, layers=layers, uns=uns,
+                      dtype=np.float64)
+
+
+def _plain_values(path):
+    """R's dump of a list's plain values (path, class, length, values) as uns holds them:
+    length-1 vectors as scalars, longer ones as arrays, lists as dicts."""
+    out = {}
+    for line in path.read_text().splitlines():
+        keys, cls, n, vals = line.split("\t")
+        v = vals.split("|")
+        conv = {"numeric": lambda s: np.float64(float(s)), "integer": lambda s: np.int32(int(s)),
+                "logical": lambda s: np.bool_(s == "TRUE"), "character": str}[cls]
+        if int(n) == 1:
+            value = conv(v[0])
+        elif cls == "character":
+            value = np.array(v, dtype=object)
+        else:
+            value = np.array([conv(s) for s in v])
+        node = out
+        parts = keys.strip("/").split("/")
+        for k in parts[:-1]:
+            node = node.setdefault(k, {})
+        node[parts[-1]] = value
+    return out
+
+
+def check_store(path, file, ds_id=None):
+    store = ad.read_zarr(str(path))
+    ds_id = ds_id or ALL[file]["id"]
+    assert_adata_equal(store, oracle(file), dataset_id=ds_id, dataset_name=ds_id)
+
+
+def export(cfs, src, out):
+    r = run_cfs(cfs, "export", src, out)
+    assert r.returncode == 0, describe(r)
+    assert not refused_lines(r.stderr), describe(r)
+    return r
+
+
+@pytest.mark.parametrize("file", sorted(ALL))
+def test_export_equals_r(file, cfs, tmp_path):
+    e = ALL[file]
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(RDS / file, src / file)
+    out = tmp_path / "out"
+    r = export(cfs, src / file, out)
+    check_store(out / f"{e['id']}.zarr", file)
+    assert_catalog(out, [e["id"]])
+    lines = left_out_lines(r.stderr)
+    want = e.get("left_out", [])
+    assert len(lines) == len(want), describe(r)
+    for w, line in zip(want, lines):
+        assert w in line, describe(r)
+    if file == "seurat_adt.rds":
+        assert "issue 12" in lines[0] and "MuData" in lines[0], lines
+
+
+@pytest.mark.parametrize("name,make", [
+    ("plain.rds", lambda raw, gz: raw),                  # saveRDS(compress = FALSE)'s bytes
+    ("twice.rds.gz", lambda raw, gz: gzip.compress(gz)),  # a .gz of the gzip-compressed .rds
+    ("b.rds.bz2", lambda raw, gz: bz2.compress(raw)),
+    ("x.rda.xz", None),
+])
+def test_compressed_copies(name, make, cfs, tmp_path):
+    """R's bytes of seurat.rds uncompressed, gzip'ed again, or bzip2'ed; and seurat.RData as
+    .rda.xz: read as they are (no decompressed copy), each equal to R's reading."""
+    src = tmp_path / "src"
+    src.mkdir()
+    gz = (RDS / "seurat.rds").read_bytes()
+    if make is None:
+        data, file = lzma.compress(gzip.decompress((RDS / "seurat.RData").read_bytes())), "seurat.RData"
+    else:
+        data, file = make(gzip.decompress(gz), gz), "seurat.rds"
+    (src / name).write_bytes(data)
+    out = tmp_path / "out"
+    r = export(cfs, src / name, out)
+    ds_id = name.split(".")[0]
+    check_store(out / f"{ds_id}.zarr", file, ds_id)
+    assert_catalog(out, [ds_id])
+    assert "decompress" not in r.stderr, describe(r)
+
+
+def test_inspect_says_what_it_is(cfs):
+    r = run_cfs(cfs, "inspect", "--json", RDS / "seurat_v5.rds", RDS / "sce.rds")
+    assert r.returncode == 0, describe(r)
+    docs = json.loads(r.stdout)["files"]
+    assert [d["format"] for d in docs] == ["rds", "rds"], docs
+    text = json.dumps(docs)
+    assert "SeuratObject 5.0.1, Assay5" in text and "SingleCellExperiment 1.20.0" in text, text
+
+
+def test_mounted_equals_r(cfs, mounts, tmp_path):
+    """A folder of R files, mounted: each store read through the mount equals R's reading."""
+    src = tmp_path / "src"
+    src.mkdir()
+    files = ["seurat.rds", "seurat_xz.rds", "seurat_v5.rds", "sce.rds", "frame.rds"]
+    for f in files:
+        shutil.copy(RDS / f, src / f)
+    m = mounts(src)
+    for f in files[:-1]:
+        check_store(m.mnt / f"{ALL[f]['id']}.zarr", f)
+    cat = json.loads((m.mnt / "datasets.json").read_text())
+    assert [d["id"] for d in cat["datasets"]] == ["sce", "seurat", "seurat_v5", "seurat_xz"], cat
+    status = json.dumps(json.loads((m.mnt / "status.json").read_text()))
+    assert "frame.rds" in status and "not a Seurat or SingleCellExperiment" in status, status
+
+
+def test_split_layers_refused_one_line(cfs, tmp_path):
+    r = run_cfs(cfs, "export", RDS / "seurat_split.rds", tmp_path / "out")
+    assert r.returncode != 0, describe(r)
+    lines = refused_lines(r.stderr)
+    assert lines == [f"cellucid-fs: {RDS / 'seurat_split.rds'}: refused: the default assay 'RNA' "
+                     "of this Seurat object holds split layers (counts.1): one matrix per "
+                     "sample is not read yet; run obj <- JoinLayers(obj) in R and save it "
+                     "again"], describe(r)
+
+
+def test_not_single_cell_refused_one_line(cfs, tmp_path):
+    """A plain data.frame in an .rds, and a workspace of other objects: one line each."""
+    for src, want in [(RDS / "frame.rds", "frame.rds: refused: an R data.frame object, not a "
+                                          "Seurat or SingleCellExperiment; "),
+                      (FIXTURES_DIR / "r" / "two.RData",
+                       "two.RData: refused: an R workspace holding a (data.frame), b "
+                       "(dgCMatrix), none of them a Seurat or SingleCellExperiment object; ")]:
+        out = tmp_path / f"out_{src.stem}"
+        r = run_cfs(cfs, "export", src, out)
+        assert r.returncode != 0, describe(r)
+        lines = refused_lines(r.stderr)
+        assert len(lines) == 1 and want in lines[0], describe(r)
+        assert "convert it" in lines[0], lines[0]
+        assert not list(out.glob("*.zarr")) if out.exists() else True
