@@ -57,8 +57,8 @@ SCE = {
     "both.rda": {"id": "both", "oracle": "sce.rds.oracle", "left_out": ["object so: a second"]},
     "sce_t.rds": {"id": "sce_t", "counts_only": True, "int_layer": True},
     "sce_alt.rds": {"id": "sce_alt", "counts_only": True, "left_out": [
-        "altExp ADT: an alternative experiment: further modalities are the MuData store of "
-        "issue 12",
+        "altExp ADT: an alternative experiment: further modalities (one MuData store) are "
+        "not served yet; swapAltExp(sce, name) and save again to serve it",
         "uns/metadata/fn: not a plain value"]},
 }
 ALL = {**SEURAT, **SCE}
@@ -190,7 +190,7 @@ def test_export_equals_r(file, cfs, tmp_path):
     for w, line in zip(want, lines):
         assert w in line, describe(r)
     if file == "seurat_adt.rds":
-        assert "issue 12" in lines[0] and "MuData" in lines[0], lines
+        assert "MuData" in lines[0] and 'DefaultAssay(obj) <- "ADT"' in lines[0], lines
 
 
 @pytest.mark.parametrize("name,make", [

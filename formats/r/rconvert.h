@@ -1,7 +1,7 @@
 /*
  * From R objects (robject.h) to the dataset model: the conversions formats/r/seurat.c and
  * formats/r/sce.c share. Vectors are copied out of the r_file (kept in its tree, or in the
- * in-memory sink for large ones: the spill file of issue 11 is a later step), so the file can be
+ * in-memory sink for large ones: a spill file is a later step), so the file can be
  * freed once the model is built.
  *
  * Columns (a data.frame's, a DataFrame's): a factor becomes a categorical keeping R's level

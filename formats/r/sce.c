@@ -8,7 +8,7 @@
  *           NAMES or rowRanges' names
  *   obsm    reducedDims as X_<name lower-case> (X_umap, X_pca, X_tsne)
  *   uns     metadata's plain values as uns/metadata
- * altExps are left out with their names (further modalities: the MuData store of issue 12).
+ * altExps are left out with their names (further modalities: a MuData store, not written yet).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,8 +190,8 @@ int r_sce_build(const rconv *c, const r_obj *sce, cfs_err *err)
         const char *an = r_str_at(altn, i, NULL);
         char what[200];
         snprintf(what, sizeof what, "altExp %s", an ? an : "?");
-        if (leave(c, what, "an alternative experiment: further modalities are the MuData store "
-                  "of issue 12", err) < 0)
+        if (leave(c, what, "an alternative experiment: further modalities (one MuData store) are "
+                  "not served yet; swapAltExp(sce, name) and save again to serve it", err) < 0)
             return -1;
     }
     /* metadata(sce): its plain values */

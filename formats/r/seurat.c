@@ -10,7 +10,7 @@
  *   obsp    each Graph (RNA_snn, ...) as it is
  *   uns     misc's plain values as uns/misc
  * Other assays are left out with their names: one store holds one assay until the MuData store
- * (issue 12) shows them as modalities.
+ * (not written yet) shows them as modalities.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,8 +250,9 @@ int r_seurat_build(const rconv *c, const r_obj *so, cfs_err *err)
         snprintf(what, sizeof what, "assay %s", an);
         char why[512];
         snprintf(why, sizeof why, "a second assay of this Seurat object (%s, class %s): the store "
-                 "shows the default assay '%s' only; one modality per assay is the MuData "
-                 "store of issue 12 (for now: DefaultAssay(obj) <- \"%s\" and save again)", an,
+                 "shows the default assay '%s' only (one MuData store with a modality per assay "
+                 "is not written yet; to serve this one: DefaultAssay(obj) <- \"%s\" and save "
+                 "again)", an,
                  r_class_name(assays->u.items[i]) ? r_class_name(assays->u.items[i]) : "?",
                  def, an);
         if (leave(c, what, why, err) < 0)
