@@ -22,9 +22,22 @@ static int write_file(const char *dir, const char *name, const void *data, size_
     return put == (ssize_t)size ? 0 : -1;
 }
 
+static char dir[64];
+
+/* The store's folder goes with the process. */
+static void remove_dir(void)
+{
+    char path[512];
+    static const char *const names[] = {".zgroup", ".zmetadata"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static char dir[64];
     if (!dir[0]) {
         snprintf(dir, sizeof dir, "/dev/shm/cfs-fuzz-zarr-XXXXXX");
         if (!mkdtemp(dir)) {
@@ -32,6 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!mkdtemp(dir))
                 return 0;
         }
+        atexit(remove_dir);
     }
     static const char zgroup[] = "{\"zarr_format\": 2}";
     if (write_file(dir, ".zgroup", zgroup, sizeof zgroup - 1) < 0 ||
