@@ -23,9 +23,13 @@ void cfs_prepared_refuse(cfs_prepared *p, const char *reason)
  * copy where the front end keeps them; the dataset's source is the one given either way. */
 static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
 {
+    /* Most sources open as they are: only a refused one is probed again for a compressed copy,
+     * so the usual open reads the file's head once. */
     const char *codec = NULL;
+    if (cfs_format_open(p->source, &p->ds, err) == 0)
+        return 0;
     if (!cfs_format_needs_unpack(p->source, &codec))
-        return cfs_format_open(p->source, &p->ds, err);
+        return -1;
     if (!opts->unpack.copy)
         return cfs_err_setc(err, CFS_EREFUSED, "a %s-compressed copy, which this command does "
                             "not decompress; decompress it first", codec);
