@@ -56,6 +56,8 @@ SCE = {
     "sce.rds": {"id": "sce", "oracle": "sce.rds.oracle"},
     "both.rda": {"id": "both", "oracle": "sce.rds.oracle", "left_out": ["object so: a second"]},
     "sce_t.rds": {"id": "sce_t", "counts_only": True, "int_layer": True},
+    # every Matrix package class an assay may be; Date, POSIXct, difftime, integer64 columns
+    "sce_types.rds": {"id": "sce_types", "matrix_classes": True},
     "sce_alt.rds": {"id": "sce_alt", "counts_only": True, "left_out": [
         "altExp ADT: an alternative experiment: further modalities (one MuData store) are "
         "not served yet; swapAltExp(sce, name) and save again to serve it",
@@ -82,7 +84,14 @@ def _column(values, cls, levels):
     if cls == "logical":
         b = [None if m else v == "TRUE" for v, m in zip(values, na)]
         return pd.array(b, dtype="boolean") if na.any() else np.array(b, dtype=bool)
-    assert cls == "character", cls
+    if cls == "difftime":   # its units are not kept: the numbers are
+        return _column(values, "numeric", levels)
+    if cls == "integer64":
+        if na.any():
+            return pd.array([None if m else int(v) for v, m in zip(values, na)], dtype="Int64")
+        return np.array([int(v) for v in values], dtype=np.int64)
+    # Date and POSIXct: ISO 8601 text (POSIXct in UTC), as R's dump wrote them
+    assert cls in ("character", "Date", "POSIXct"), cls
     if na.any():
         cats = sorted({v for v, m in zip(values, na) if not m})
         return pd.Categorical([None if m else v for v, m in zip(values, na)], categories=cats)
@@ -113,7 +122,9 @@ def oracle(file):
         m, names = _embedding(p)
         obsm["X_" + p.stem[len("obsm_"):].lower()] = m
     uns = {}
-    if file in SCE and e.get("counts_only"):
+    if e.get("matrix_classes"):
+        x, layers, obsm = _assays_by_class(d)
+    elif file in SCE and e.get("counts_only"):
         x = _mm(d / "assay_counts.mtx").T.tocsr()   # a dgCMatrix, or a dgTMatrix (sce_t)
         if (d / "metadata.tsv").exists():
             uns["metadata"] = _plain_values(d / "metadata.tsv")
@@ -136,6 +147,36 @@ def oracle(file):
             var["highly_variable"] = np.array([g in hv for g in var.index], dtype=bool)
     return ad.AnnData(X=x, obs=obs, var=var, obsm=obsm, obsp=obsp, layers=layers, uns=uns,
                       dtype=np.float64)
+
+
+def _mm_na(path):
+    """A MatrixMarket file whose values may be NA (R's NA in a logical matrix), as csr."""
+    lines = [ln for ln in path.read_text().splitlines() if not ln.startswith("%")]
+    nr, nc, _ = map(int, lines[0].split())
+    ijx = [ln.split() for ln in lines[1:]]
+    i = np.array([int(t[0]) - 1 for t in ijx], dtype=np.int64)
+    j = np.array([int(t[1]) - 1 for t in ijx], dtype=np.int64)
+    x = np.array([np.nan if t[2] == "NA" else float(t[2]) for t in ijx])
+    return sp.csr_matrix((x, (i, j)), shape=(nr, nc))
+
+
+def _assays_by_class(d):
+    """X (logcounts), layers and obsm of sce_types.rds: each assay as its R class means it:
+    double classes float64 sparse, logical and pattern ones bool (float64 with NaN when one is
+    NA), a dgeMatrix dense; the reducedDim knn a symmetric sparse matrix, UMAP dense."""
+    classes = pd.read_csv(d / "assay_classes.csv", dtype=str)
+    layers = {}
+    for name, cls in zip(classes["assay"], classes["class"]):
+        m = _mm_na(d / f"assay_{name}.mtx").T.tocsr()
+        if cls == "dgeMatrix":
+            m = np.asarray(m.todense())
+        elif cls[0] in "ln" and not np.isnan(m.data).any():
+            m = m.astype(bool)
+        layers[name] = m
+    x = layers.pop("logcounts")
+    umap, _ = _embedding(d / "obsm_UMAP.csv")
+    return x, layers, {"X_knn": sp.csc_matrix(scipy.io.mmread(str(d / "obsm_knn.mtx"))),
+                       "X_umap": umap}
 
 
 def _plain_values(path):

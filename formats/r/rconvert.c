@@ -3,8 +3,10 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "strfmt.h"
 
@@ -56,7 +58,7 @@ cfs_elem *rc_string_elem(const char *name, const r_obj *x)
     return rc_strings_elem(name, rc_strings(x, NULL), r_length(x));
 }
 
-static cfs_elem *mem_elem(cfs_elem_kind kind, const char *name, cfs_dtype t, int ndim,
+cfs_elem *rc_mem_elem(cfs_elem_kind kind, const char *name, cfs_dtype t, int ndim,
                           const uint64_t *shape, void *data)
 {
     if (!data)
@@ -83,7 +85,7 @@ static int borrowed_read(const cfs_array *arr, const uint64_t *start, const uint
 
 static const cfs_array_ops borrowed_ops = {.read = borrowed_read};
 
-static cfs_array *borrowed(cfs_dtype t, uint64_t n, const void *data)
+cfs_array *rc_borrowed(cfs_dtype t, uint64_t n, const void *data)
 {
     return cfs_array_new(t, 1, &n, &borrowed_ops, (void *)data);
 }
@@ -111,7 +113,7 @@ static cfs_elem *categorical(const char *name, uint64_t n, const int32_t *codes,
         else
             ((int32_t *)v)[i] = k;
     }
-    cfs_elem *el = v ? mem_elem(CFS_EL_CATEGORICAL, name, ct, 1, &n, v) : NULL;
+    cfs_elem *el = v ? rc_mem_elem(CFS_EL_CATEGORICAL, name, ct, 1, &n, v) : NULL;
     if (!el) {
         cfs_strings_free(cats, (size_t)ncat);
         free(cats);
@@ -209,7 +211,7 @@ static cfs_elem *nullable(cfs_elem_kind kind, const char *name, uint64_t n, cons
         else
             ((int32_t *)val)[i] = na ? 0 : x[i];
     }
-    cfs_elem *el = mem_elem(kind, name, b ? CFS_BOOL : CFS_INT32, 1, &n, val);
+    cfs_elem *el = rc_mem_elem(kind, name, b ? CFS_BOOL : CFS_INT32, 1, &n, val);
     cfs_array *m = el ? cfs_array_from_memory(CFS_BOOL, 1, &n, mask) : NULL;
     if (!m) {
         if (!el)
@@ -219,6 +221,97 @@ static cfs_elem *nullable(cfs_elem_kind kind, const char *name, uint64_t n, cons
         return NULL;
     }
     el->aux = m;
+    return el;
+}
+
+/* One Date (days since 1970-01-01) or POSIXct (seconds since then, UTC) value as ISO 8601
+ * text into buf: "2024-05-01", "2024-05-01T12:30:05Z", "...T12:30:05.25Z". A POSIXct is
+ * written in UTC whatever its tzone attribute: the same instant, without needing the
+ * time-zone database. False for NA and non-finite values. */
+static bool iso_time(double v, bool date, char *buf, size_t len)
+{
+    if (!isfinite(v) || fabs(v) > 1e15)
+        return false;
+    double whole = floor(v);
+    time_t t = date ? (time_t)whole * 86400 : (time_t)whole;
+    struct tm tm;
+    if (!gmtime_r(&t, &tm))
+        return false;
+    size_t k = strftime(buf, len, date ? "%Y-%m-%d" : "%Y-%m-%dT%H:%M:%S", &tm);
+    if (k == 0)
+        return false;
+    double frac = date ? 0 : v - whole;
+    if (frac > 0) {
+        char f[16];
+        snprintf(f, sizeof f, "%.6f", frac);   /* "0.250000" */
+        size_t e = strlen(f);
+        while (e > 2 && f[e - 1] == '0')
+            e--;
+        if (e > 2 && k + e - 1 < len) {
+            memcpy(buf + k, f + 1, e - 1);
+            k += e - 1;
+        }
+    }
+    if (!date && k + 1 < len)
+        buf[k++] = 'Z';
+    buf[k] = '\0';
+    return true;
+}
+
+/* A Date or POSIXct column as strings (with an NA: a categorical, as for a character
+ * column). */
+static cfs_elem *time_column(const double *x, const char *name, uint64_t n, bool date)
+{
+    r_str *strs = calloc(n ? n : 1, sizeof *strs);
+    r_obj text = {.type = R_STR, .length = n};
+    bool na = false, ok = strs != NULL;
+    for (uint64_t i = 0; ok && i < n; i++) {
+        char buf[64];
+        if (!iso_time(x[i], date, buf, sizeof buf)) {
+            na = true;
+            continue;
+        }
+        ok = (strs[i].s = strdup(buf)) != NULL;
+        strs[i].len = ok ? (uint32_t)strlen(buf) : 0;
+        strs[i].enc = R_ENC_UTF8;
+    }
+    text.u.strs = strs;
+    cfs_elem *el = !ok ? NULL : na ? string_categorical(&text, name, n) : rc_string_elem(name, &text);
+    for (uint64_t i = 0; strs && i < n; i++)
+        free(strs[i].s);
+    free(strs);
+    return el;
+}
+
+/* bit64's integer64: doubles whose 8 bytes are an int64 (NA: INT64_MIN), as int64, or with an
+ * NA as a nullable integer. */
+static cfs_elem *integer64_column(const double *x, const char *name, uint64_t n)
+{
+    int64_t *v = malloc(n ? n * sizeof *v : 1);
+    uint8_t *mask = malloc(n ? n : 1);
+    bool na = false;
+    for (uint64_t i = 0; v && mask && i < n; i++) {
+        memcpy(&v[i], &x[i], sizeof v[i]);
+        mask[i] = v[i] == INT64_MIN;
+        na |= mask[i];
+        if (mask[i])
+            v[i] = 0;
+    }
+    if (!v || !mask) {
+        free(v);
+        free(mask);
+        return NULL;
+    }
+    if (!na) {
+        free(mask);
+        return rc_mem_elem(CFS_EL_ARRAY, name, CFS_INT64, 1, &n, v);
+    }
+    cfs_elem *el = rc_mem_elem(CFS_EL_NULLABLE_INT, name, CFS_INT64, 1, &n, v);
+    if (!el || !(el->aux = cfs_array_from_memory(CFS_BOOL, 1, &n, mask))) {
+        free(mask);
+        cfs_elem_free(el);
+        return NULL;
+    }
     return el;
 }
 
@@ -246,8 +339,12 @@ cfs_elem *rc_column(const rconv *c, const r_obj *v, const char *name, uint64_t n
                                 : "an R column type not served";
         return NULL;
     }
+    if (v->type == R_REAL && (r_inherits(v, "Date") || r_inherits(v, "POSIXct")))
+        return time_column(x, name, n, r_inherits(v, "Date"));
+    if (v->type == R_REAL && r_inherits(v, "integer64"))
+        return integer64_column(x, name, n);
     if (v->type == R_REAL)
-        return cfs_elem_from_array(CFS_EL_ARRAY, name, borrowed(CFS_FLOAT64, n, x));
+        return cfs_elem_from_array(CFS_EL_ARRAY, name, rc_borrowed(CFS_FLOAT64, n, x));
     const int32_t *iv = x;
     bool na = false;
     for (uint64_t i = 0; i < n && !na; i++)
@@ -256,10 +353,10 @@ cfs_elem *rc_column(const rconv *c, const r_obj *v, const char *name, uint64_t n
         uint8_t *b = malloc(n ? n : 1);
         for (uint64_t i = 0; b && i < n; i++)
             b[i] = iv[i] != 0;
-        return mem_elem(CFS_EL_ARRAY, name, CFS_BOOL, 1, &n, b);
+        return rc_mem_elem(CFS_EL_ARRAY, name, CFS_BOOL, 1, &n, b);
     }
     if (!na)
-        return cfs_elem_from_array(CFS_EL_ARRAY, name, borrowed(CFS_INT32, n, x));
+        return cfs_elem_from_array(CFS_EL_ARRAY, name, rc_borrowed(CFS_INT32, n, x));
     return nullable(v->type == R_LGL ? CFS_EL_NULLABLE_BOOL : CFS_EL_NULLABLE_INT, name, n, iv);
 }
 
@@ -336,244 +433,6 @@ int rc_frame(const rconv *c, const char *name, char **index, uint64_t n, const r
     }
     *out = df;
     return 0;
-}
-
-bool rc_is_dgc(const r_obj *m)
-{
-    return m && m->type == R_S4 &&
-           (r_inherits(m, "dgCMatrix") || r_inherits(m, "Graph") || r_inherits(m, "dgTMatrix"));
-}
-
-bool rc_is_dense(const r_obj *m)
-{
-    const r_obj *d = r_attr(m, "dim");
-    return m && (m->type == R_REAL || m->type == R_INT || m->type == R_LGL) && d &&
-           d->type == R_INT && d->length == 2;
-}
-
-bool rc_dims(const r_obj *m, uint64_t *nrow, uint64_t *ncol)
-{
-    const r_obj *d = rc_is_dgc(m) ? r_slot(m, "Dim") : rc_is_dense(m) ? r_attr(m, "dim") : NULL;
-    const int32_t *v = d && d->type == R_INT && d->length == 2 ? r_ints(d) : NULL;
-    if (!v || v[0] < 0 || v[1] < 0)
-        return false;
-    *nrow = (uint64_t)v[0];
-    *ncol = (uint64_t)v[1];
-    /* a base matrix holds exactly its cells (a damaged dim attribute says otherwise) */
-    return rc_is_dgc(m) || *nrow * *ncol == m->length;
-}
-
-const r_obj *rc_dimnames(const r_obj *m, int axis)
-{
-    const r_obj *dn = rc_is_dgc(m) ? r_slot(m, "Dimnames") : r_attr(m, "dimnames");
-    const r_obj *v = dn && dn->type == R_VEC ? r_vec_at(dn, (uint64_t)axis) : NULL;
-    return v && v->type == R_STR ? v : NULL;
-}
-
-/* The compressed-column arrays (x, i, p: the R matrix's CSC) of a dgCMatrix, copied, or NULL
- * with *why (or without: OOM). rrows/rcols: R's dims. */
-static int dgc_arrays(const rconv *c, const r_obj *m, uint64_t rrows, uint64_t rcols,
-                      double **xo, int32_t **io, int32_t **po, uint64_t *nnzo, const char **why)
-{
-    const r_obj *x = r_slot(m, "x"), *i = r_slot(m, "i"), *p = r_slot(m, "p");
-    const void *xv = rc_values(c, x), *iv = rc_values(c, i), *pv = rc_values(c, p);
-    if (!xv || !iv || !pv || x->type != R_REAL || i->type != R_INT || p->type != R_INT ||
-        x->length != i->length || p->length != rcols + 1) {
-        *why = "a sparse matrix whose x, i and p slots are not as the Matrix package writes them";
-        return -1;
-    }
-    const int32_t *pp = pv, *ii = iv;
-    uint64_t nnz = x->length;
-    bool ok = pp[0] == 0 && (uint64_t)pp[rcols] == nnz;
-    for (uint64_t k = 0; ok && k < rcols; k++)
-        ok = pp[k] <= pp[k + 1];
-    for (uint64_t k = 0; ok && k < nnz; k++)
-        ok = ii[k] >= 0 && (uint64_t)ii[k] < rrows;
-    if (!ok) {
-        *why = "a sparse matrix whose row indices or column pointers contradict its shape "
-               "(a damaged file)";
-        return -1;
-    }
-    *xo = (double *)xv;   /* borrowed: see sparse() */
-    *io = (int32_t *)iv;
-    *po = (int32_t *)pv;
-    *nnzo = nnz;
-    return 0;
-}
-
-typedef struct triplet {
-    int32_t i, j;
-    double x;
-} triplet;
-
-static int cmp_triplet(const void *a, const void *b)
-{
-    const triplet *s = a, *t = b;
-    if (s->j != t->j)
-        return s->j < t->j ? -1 : 1;
-    return s->i < t->i ? -1 : s->i > t->i;
-}
-
-/* A dgTMatrix's triplets as CSC arrays: sorted by column then row, repeated entries summed
- * (the Matrix package's meaning of them). */
-static int dgt_arrays(const rconv *c, const r_obj *m, uint64_t rrows, uint64_t rcols,
-                      double **xo, int32_t **io, int32_t **po, uint64_t *nnzo, const char **why)
-{
-    const r_obj *x = r_slot(m, "x"), *i = r_slot(m, "i"), *j = r_slot(m, "j");
-    const double *xv = rc_values(c, x);
-    const int32_t *iv = rc_values(c, i), *jv = rc_values(c, j);
-    if (!xv || !iv || !jv || x->type != R_REAL || i->type != R_INT || j->type != R_INT ||
-        x->length != i->length || x->length != j->length) {
-        *why = "a sparse matrix whose x, i and j slots are not as the Matrix package writes them";
-        return -1;
-    }
-    uint64_t n = x->length;
-    for (uint64_t k = 0; k < n; k++)
-        if (iv[k] < 0 || (uint64_t)iv[k] >= rrows || jv[k] < 0 || (uint64_t)jv[k] >= rcols) {
-            *why = "a sparse matrix whose indices contradict its shape (a damaged file)";
-            return -1;
-        }
-    triplet *t = malloc((n ? n : 1) * sizeof *t);
-    *xo = malloc((n ? n : 1) * sizeof **xo);
-    *io = malloc((n ? n : 1) * sizeof **io);
-    *po = calloc(rcols + 1, sizeof **po);
-    if (!t || !*xo || !*io || !*po) {
-        free(t);
-        return -1;
-    }
-    for (uint64_t k = 0; k < n; k++)
-        t[k] = (triplet){iv[k], jv[k], xv[k]};
-    qsort(t, n, sizeof *t, cmp_triplet);
-    uint64_t nnz = 0;
-    for (uint64_t k = 0; k < n; k++) {
-        if (nnz && t[k].i == (*io)[nnz - 1] && t[k].j == t[k - 1].j) {
-            (*xo)[nnz - 1] += t[k].x;
-            continue;
-        }
-        (*xo)[nnz] = t[k].x;
-        (*io)[nnz] = t[k].i;
-        (*po)[t[k].j + 1]++;
-        nnz++;
-    }
-    free(t);
-    for (uint64_t k = 0; k < rcols; k++)
-        (*po)[k + 1] += (*po)[k];
-    *nnzo = nnz;
-    return 0;
-}
-
-/* A dgCMatrix / dgTMatrix (R's dims rrows x rcols) as a sparse element: csr of the transpose
- * (transposed) or csc of itself. A dgCMatrix's arrays are borrowed from the reader, a
- * dgTMatrix's are built here and owned. */
-static cfs_elem *sparse(const rconv *c, const r_obj *m, const char *name, bool transposed,
-                        uint64_t rrows, uint64_t rcols, const char **why)
-{
-    double *x = NULL;
-    int32_t *ix = NULL, *p = NULL;
-    uint64_t nnz = 0, np = rcols + 1;
-    bool owned = r_inherits(m, "dgTMatrix");
-    int rc = owned ? dgt_arrays(c, m, rrows, rcols, &x, &ix, &p, &nnz, why)
-                   : dgc_arrays(c, m, rrows, rcols, &x, &ix, &p, &nnz, why);
-    cfs_array *a[3] = {NULL, NULL, NULL};
-    if (rc == 0) {
-        a[0] = owned ? cfs_array_from_memory(CFS_FLOAT64, 1, &nnz, x) : borrowed(CFS_FLOAT64, nnz, x);
-        a[1] = owned ? cfs_array_from_memory(CFS_INT32, 1, &nnz, ix) : borrowed(CFS_INT32, nnz, ix);
-        a[2] = owned ? cfs_array_from_memory(CFS_INT32, 1, &np, p) : borrowed(CFS_INT32, np, p);
-    }
-    if (owned) {   /* what an array took is no longer ours to free */
-        if (!a[0])
-            free(x);
-        if (!a[1])
-            free(ix);
-        if (!a[2])
-            free(p);
-    }
-    cfs_elem *el = a[0] && a[1] && a[2] ? cfs_elem_from_array(CFS_EL_SPARSE, name, a[0]) : NULL;
-    if (!el) {
-        if (!(a[0] && a[1] && a[2]))
-            cfs_array_unref(a[0]);
-        cfs_array_unref(a[1]);
-        cfs_array_unref(a[2]);
-        return NULL;
-    }
-    el->aux = a[1];
-    el->indptr = a[2];
-    el->csr = transposed;
-    el->sparse_shape[0] = transposed ? rcols : rrows;
-    el->sparse_shape[1] = transposed ? rrows : rcols;
-    return el;
-}
-
-/* A dense matrix rows x cols, column-major, as a C-order array of shape (a, b): transposed
- * (a = cols) keeps R's order; not transposed (a = rows) reorders. Doubles stay float64,
- * integers int32 and logicals bool unless they hold an NA (then float64 with NaN). */
-static cfs_elem *dense(const rconv *c, const r_obj *m, const char *name, bool transposed,
-                       uint64_t rows, uint64_t cols, const char **why)
-{
-    const void *v = rc_values(c, m);
-    if (!v) {
-        *why = "a matrix whose values are not stored as R writes them";
-        return NULL;
-    }
-    uint64_t n = rows * cols;
-    bool na = false;
-    for (uint64_t k = 0; m->type != R_REAL && k < n && !na; k++)
-        na = ((const int32_t *)v)[k] == R_NA_INT;
-    cfs_dtype t = m->type == R_REAL || na ? CFS_FLOAT64 : m->type == R_INT ? CFS_INT32 : CFS_BOOL;
-    size_t es = cfs_dtype_size(t);
-    uint8_t *d = malloc(n ? n * es : 1);
-    if (!d)
-        return NULL;
-    for (uint64_t j = 0; j < cols; j++)
-        for (uint64_t i = 0; i < rows; i++) {
-            uint64_t src = j * rows + i, dst = transposed ? src : i * cols + j;
-            if (m->type == R_REAL)
-                ((double *)d)[dst] = ((const double *)v)[src];
-            else {
-                int32_t k = ((const int32_t *)v)[src];
-                if (t == CFS_FLOAT64)
-                    ((double *)d)[dst] = k == R_NA_INT ? NAN : (double)k;
-                else if (t == CFS_INT32)
-                    ((int32_t *)d)[dst] = k;
-                else
-                    d[dst] = k != 0;
-            }
-        }
-    uint64_t shape[2] = {transposed ? cols : rows, transposed ? rows : cols};
-    return mem_elem(CFS_EL_ARRAY, name, t, 2, shape, d);
-}
-
-static cfs_elem *matrix(const rconv *c, const r_obj *m, const char *name, bool transposed,
-                        const char **why)
-{
-    uint64_t rows, cols;
-    *why = NULL;
-    if (!rc_dims(m, &rows, &cols)) {
-        const char *cls = r_class_name(m);
-        *why = cls && (strstr(cls, "Delayed") || strstr(cls, "HDF5") || strstr(cls, "IterableMatrix"))
-                   ? "a matrix stored outside the file (DelayedArray/HDF5Array/BPCells); "
-                     "save the object with its values in memory (e.g. as(x, \"dgCMatrix\"))"
-                   : "not a dgCMatrix, dgTMatrix or base matrix (other matrix classes are a "
-                     "later step)";
-        return NULL;
-    }
-    if (rc_is_dgc(m))
-        return sparse(c, m, name, transposed, rows, cols, why);
-    return dense(c, m, name, transposed, rows, cols, why);
-}
-
-cfs_elem *rc_matrix_t(const rconv *c, const r_obj *m, const char *name, const char **why,
-                      cfs_err *err)
-{
-    (void)err;
-    return matrix(c, m, name, true, why);
-}
-
-cfs_elem *rc_matrix(const rconv *c, const r_obj *m, const char *name, const char **why,
-                    cfs_err *err)
-{
-    (void)err;
-    return matrix(c, m, name, false, why);
 }
 
 char *rc_obsm_key(const char *name)

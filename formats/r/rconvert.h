@@ -40,24 +40,39 @@ cfs_elem *rc_column(const rconv *c, const r_obj *v, const char *name, uint64_t n
 int rc_frame(const rconv *c, const char *name, char **index, uint64_t n, const r_obj *cols,
              const char *where, cfs_elem **out, cfs_err *err);
 
-/* A matrix's dims: a dgCMatrix/Graph (Dim slot) or a base matrix (dim attribute). */
+/* ---- matrices (formats/r/rmatrix.c) ---- */
+
+/* A matrix's dims: a Matrix package matrix's Dim slot or a base matrix's dim attribute. */
 bool rc_dims(const r_obj *m, uint64_t *nrow, uint64_t *ncol);
-/* A dgCMatrix, a Graph (one) or a dgTMatrix: a sparse matrix of doubles with a Dim slot. */
-bool rc_is_dgc(const r_obj *m);
+/* A Matrix package sparse matrix ([dln][gst][CRT]Matrix: dgCMatrix, dgTMatrix, dgRMatrix,
+ * lgCMatrix, ngCMatrix, dsCMatrix, ...) or a Graph. */
+bool rc_is_sparse(const r_obj *m);
+/* A base matrix (numeric, integer or logical with a dim attribute), dgeMatrix or lgeMatrix. */
 bool rc_is_dense(const r_obj *m);
 /* The names along axis 0 (rows) or 1 (columns) of a matrix (Dimnames slot or dimnames
  * attribute), a STR or NULL. */
 const r_obj *rc_dimnames(const r_obj *m, int axis);
-/* A matrix stored features x cells (R's orientation) as the cells x features element name:
- * a dgCMatrix as csr (its CSC arrays are the transpose's CSR; a dgTMatrix's triplets are
- * compressed the same way, repeated entries summed), a base matrix as C-order dense
- * (R's column-major order is the transpose's row-major one). NULL with *why or err. */
+/* A matrix stored features x cells (R's orientation) as the cells x features element name.
+ * Sparse: a general column-compressed matrix's arrays are the transpose's CSR (a row-compressed
+ * one's its CSC), borrowed; triplets, symmetric and unit-triangular matrices are expanded to
+ * every entry and compressed, repeated entries summed; logical and pattern values are bool
+ * (float64 with NaN when one is NA). Dense: R's column-major order is the transpose's
+ * row-major one. NULL with *why or err. */
 cfs_elem *rc_matrix_t(const rconv *c, const r_obj *m, const char *name, const char **why,
                       cfs_err *err);
-/* A matrix kept as it is (rows x cols): a dgCMatrix as csc, a base matrix transposed into
- * C order. For obsm (cells x k) and obsp (cells x cells). */
+/* A matrix kept as it is (rows x cols). For obsm (cells x k) and obsp (cells x cells). */
 cfs_elem *rc_matrix(const rconv *c, const r_obj *m, const char *name, const char **why,
                     cfs_err *err);
+
+/* ---- shared by the conversions ---- */
+
+/* A 1-d array over n values the reader keeps (in the r_file's tree or the sink, alive until
+ * the dataset's reader_free, after every element): no copy. */
+cfs_array *rc_borrowed(cfs_dtype t, uint64_t n, const void *data);
+/* An element of kind holding data (taken; freed on failure); NULL when data is NULL or on
+ * allocation failure. */
+cfs_elem *rc_mem_elem(cfs_elem_kind kind, const char *name, cfs_dtype t, int ndim,
+                      const uint64_t *shape, void *data);
 
 /* The plain values of the named list (numbers, strings, logicals, lists of them; others left
  * out as uns/<key>/<name>) as the dict uns/<key>; nothing when it has none. */

@@ -44,6 +44,7 @@ typedef struct rd {
     const r_sink *sink;
     uint64_t threshold;
     unsigned max_depth;
+    uint64_t max_generated;
     bool in_memory;         /* reading a deferred string's numbers: never to the sink */
     r_obj **refs;
     size_t nrefs, caprefs;
@@ -288,13 +289,16 @@ static int fill_atomic(rd *r, r_obj *x, uint64_t n, gen_fn gen, void *ctx)
         x->sunk = true;
         return r->sink->end(r->sink->ctx, x->sink_id, r->err) != 0 ? -1 : 0;
     }
-    if (gen && n > R_MAX_GENERATED_IN_MEMORY) {
+    if (gen && n > r->max_generated) {
         damaged(r, "an ALTREP sequence of %llu values, more than this reader expands in memory "
-                "(%llu)", (unsigned long long)n, (unsigned long long)R_MAX_GENERATED_IN_MEMORY);
+                "(%llu)", (unsigned long long)n, (unsigned long long)r->max_generated);
         return -1;
     }
     uint64_t cap = 0;
     void *data = NULL;
+    /* a generated vector's length is certain (and bounded above): one allocation */
+    if (gen && grow(r, &data, &cap, n, sz) < 0)
+        return -1;
     for (uint64_t done = 0; done < n;) {
         size_t k = n - done < CHUNK ? (size_t)(n - done) : CHUNK;
         if (grow(r, &data, &cap, done + k, sz) < 0)
@@ -1051,6 +1055,8 @@ static int read_all(r_stream *s, const r_header *hdr, const r_read_opts *opts, r
     r.threshold = opts && opts->sink_threshold ? opts->sink_threshold
                 : R_DEFAULT_SINK_THRESHOLD;
     r.max_depth = opts && opts->max_depth ? opts->max_depth : R_DEFAULT_MAX_DEPTH;
+    r.max_generated = opts && opts->max_generated ? opts->max_generated
+                    : R_MAX_GENERATED_IN_MEMORY;
     snprintf(r.native, sizeof r.native, "%s", hdr->encoding);
     f->root = read_item(&r, 0);
     if (f->root && hdr->workspace && f->root->type != R_LIST && f->root->type != R_NIL) {

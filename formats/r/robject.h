@@ -127,6 +127,7 @@ typedef struct r_read_opts {
     uint64_t sink_threshold;  /* 0: R_DEFAULT_SINK_THRESHOLD */
     const r_sink *sink;       /* NULL: every vector is kept in memory */
     unsigned max_depth;       /* 0: R_DEFAULT_MAX_DEPTH */
+    uint64_t max_generated;   /* 0: R_MAX_GENERATED_IN_MEMORY */
 } r_read_opts;
 
 typedef struct r_file {

@@ -209,7 +209,7 @@ static int graphs(const rconv *c, const r_obj *so, uint64_t ncell, cfs_err *err)
         uint64_t r = 0, k = 0;
         const char *why = NULL;
         int rc;
-        if (!rc_is_dgc(m) || !rc_dims(m, &r, &k) || r != ncell || k != ncell)
+        if (!rc_is_sparse(m) || !rc_dims(m, &r, &k) || r != ncell || k != ncell)
             rc = leave(c, where, "not a cells x cells Graph (dgCMatrix) of this object", err);
         else
             rc = add_elem(c, obsp, rc_matrix(c, m, name, &why, err), where, why, err);

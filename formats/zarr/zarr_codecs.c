@@ -161,6 +161,10 @@ static int lz4_dec(const unsigned char *in, size_t n, grow *g, cfs_err *err)
     size_t size = (size_t)in[0] | (size_t)in[1] << 8 | (size_t)in[2] << 16 | (size_t)in[3] << 24;
     if (size > (size_t)INT32_MAX || n - 4 > (size_t)INT32_MAX)
         return damaged(g, "lz4", "too big", err);
+    /* An LZ4 block expands at most 255-fold (a match's length bytes add at most 255 each), so
+     * a larger size in the header is a damaged one, refused before it is allocated. */
+    if (size / 255 > n - 4 + 16)
+        return damaged(g, "lz4", "its size header exceeds what the block can hold", err);
     if (!(g->data = malloc(size ? size : 1)))
         return cfs_err_oom(err);
     int r = size ? LZ4_decompress_safe((const char *)in + 4, (char *)g->data, (int)(n - 4),

@@ -6,7 +6,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    r_read_opts opts = {.sink_threshold = 4096};
+    /* sequences of up to 2^20 values: bigger ones cost time, not coverage */
+    r_read_opts opts = {.sink_threshold = 4096, .max_generated = (uint64_t)1 << 20};
     r_file *f = NULL;
     cfs_err err = {0};
     if (r_read_mem(data, size, &opts, &f, &err) == 0)

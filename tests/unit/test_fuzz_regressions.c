@@ -43,13 +43,13 @@ static void test_lzma_huge_dictionary(void)
     free(data);
 }
 
-/* A compact integer sequence of hundreds of millions of values: a few bytes in the stream,
- * gigabytes once expanded. Without a sink to take it, it is refused (R_MAX_GENERATED_IN_MEMORY). */
-static void test_altrep_huge_sequence(void)
+/* An R stream (rel) that must be refused for an ALTREP sequence longer than max_generated
+ * values (0: the reader's own bound). */
+static void check_altrep_refused(const char *rel, uint64_t max_generated)
 {
     size_t len;
-    unsigned char *data = slurp("fuzz_rstream/altrep-huge-sequence", &len);
-    r_read_opts opts = {.sink_threshold = 4096};
+    unsigned char *data = slurp(rel, &len);
+    r_read_opts opts = {.sink_threshold = 4096, .max_generated = max_generated};
     r_file *f = NULL;
     cfs_err err = {0};
     CHECK(data && len > 0);
@@ -58,8 +58,42 @@ static void test_altrep_huge_sequence(void)
     free(data);
 }
 
+/* A compact integer sequence of hundreds of millions of values: a few bytes in the stream,
+ * gigabytes once expanded. Without a sink to take it, it is refused (R_MAX_GENERATED_IN_MEMORY). */
+static void test_altrep_huge_sequence(void)
+{
+    check_altrep_refused("fuzz_rstream/altrep-huge-sequence", 0);
+}
+
+/* A compact sequence of tens of millions of values: read whole it cost the fuzzer its time
+ * limit. Within the reader's bound it is read; with the fuzzer's lower bound, refused. */
+static void test_altrep_long_sequence(void)
+{
+    check_altrep_refused("fuzz_rstream/altrep-long-sequence", (uint64_t)1 << 20);
+}
+
+/* An lz4 chunk of a few bytes whose size header claims gigabytes: it was allocated before the
+ * block was decoded. A block expands at most 255-fold, so the header is refused first. */
+static void test_lz4_huge_size_header(void)
+{
+    size_t len;
+    unsigned char *data = slurp("fuzz_zarr_codecs/lz4-huge-size-header", &len);
+    json_t *spec = json_loads("{\"id\":\"lz4\",\"acceleration\":1}", 0, NULL);
+    unsigned char *out = NULL;
+    size_t outlen = 0;
+    cfs_err err = {0};
+    CHECK(data && len > 6 && data[0] % 7 == 4);
+    CHECK(spec && data && zr_codec_decode(spec, data + 2, len - 2, 0, &out, &outlen, &err) == -1 &&
+          err.status == CFS_EDAMAGED && strstr(err.msg, "lz4") && strstr(err.msg, "size header"));
+    free(out);
+    json_decref(spec);
+    free(data);
+}
+
 void unit_fuzz_regressions(void)
 {
+    test_lz4_huge_size_header();
+    test_altrep_long_sequence();
     test_lzma_huge_dictionary();
     test_altrep_huge_sequence();
 }

@@ -1,0 +1,63 @@
+/* R objects as datasets (formats/r/): an .rds or .rda stream opened by the rds format, so that
+ * what the stream reader accepts also goes through the Seurat and SingleCellExperiment
+ * mappings and the Matrix classes, and every array of the dataset is then read whole. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "fuzz_file.h"
+
+static const cfs_format *rds_format(void)
+{
+    for (const cfs_format *const *f = cfs_formats(); *f; f++)
+        if (strcmp((*f)->name, "rds") == 0)
+            return *f;
+    return NULL;
+}
+
+static void read_whole(const cfs_array *a)
+{
+    uint64_t n = a ? cfs_array_nelems(a) : 0;
+    if (!a || n > (1u << 20))
+        return;
+    uint64_t start[CFS_MAX_DIMS] = {0}, count[CFS_MAX_DIMS];
+    for (int d = 0; d < a->ndim; d++)
+        count[d] = a->shape[d];
+    void *out = calloc(n ? n : 1, cfs_array_elem_size(a));
+    cfs_err err = {0};
+    if (out && cfs_array_read(a, start, count, out, &err) == 0 && a->dtype == CFS_STRING)
+        cfs_strings_free(out, (size_t)n);
+    free(out);
+}
+
+static void read_elem(const cfs_elem *el)
+{
+    if (!el)
+        return;
+    read_whole(el->values);
+    read_whole(el->aux);
+    read_whole(el->indptr);
+    read_elem(el->index);
+    read_elem(el->categories);
+    for (size_t i = 0; i < el->nchildren; i++)
+        read_elem(el->children[i]);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const cfs_format *rds = rds_format();
+    char path[64];
+    int fd = rds ? fuzz_file(data, size, path, sizeof path) : -1;
+    if (fd < 0)
+        return 0;
+    cfs_dataset *ds = NULL;
+    cfs_err err = {0};
+    if (rds->open(path, &ds, &err) == 0) {
+        read_elem(ds->root);
+        cfs_dataset_free(ds);
+    }
+    close(fd);
+    return 0;
+}
