@@ -324,6 +324,10 @@ static int sparse_parts_of(const rconv *c, const r_obj *m, sparse_class sc, uint
 {
     if (sc.structure == 'g' && sc.storage != 'T')
         return compressed_parts(c, m, sc, rrows, rcols, s, why);
+    if (sc.structure != 'g' && rrows != rcols) {
+        *why = "a symmetric or triangular matrix that is not square (a damaged file)";
+        return -1;
+    }
     uint64_t n;
     triplet *t = stored_entries(c, m, sc, rrows, rcols, &n, why);
     if (!t)

@@ -36,14 +36,16 @@ static bool same_names(const r_obj *a, const r_obj *b)
     return true;
 }
 
+/* el, or its absence: left out with *why, or out of memory. why is read through a pointer
+ * because the call that makes el sets it, and arguments are evaluated in no set order. */
 static int add_elem(const rconv *c, cfs_elem *parent, cfs_elem *el, const char *where,
-                    const char *why, cfs_err *err)
+                    const char *const *why, cfs_err *err)
 {
     if (el)
         return cfs_elem_add_or_free(parent, el, err);
-    if (!why)
+    if (!*why)
         return cfs_err_oom(err);
-    return cfs_dataset_leave_out(c->ds, where, "%s", why) < 0 ? cfs_err_oom(err) : 0;
+    return cfs_dataset_leave_out(c->ds, where, "%s", *why) < 0 ? cfs_err_oom(err) : 0;
 }
 
 static int leave(const rconv *c, const char *where, const char *why, cfs_err *err)
@@ -70,7 +72,7 @@ static int layer(const rconv *c, cfs_elem *parent, const r_obj *m, const char *k
     if (!same_names(rc_dimnames(m, 0), feat))
         return leave(c, where, "its features are not in the assay's order", err);
     const char *why = NULL;
-    return add_elem(c, parent, rc_matrix_t(c, m, key, &why, err), where, why, err);
+    return add_elem(c, parent, rc_matrix_t(c, m, key, &why, err), where, &why, err);
 }
 
 /* var: the features, with the assay's feature data and highly_variable. */
@@ -179,7 +181,7 @@ static int reductions(const rconv *c, const r_obj *so, const r_obj *cells, uint6
         else if (!same_names(rc_dimnames(emb, 0), cells))
             rc = leave(c, where, "its cells are not in the object's order", err);
         else
-            rc = add_elem(c, obsm, rc_matrix(c, emb, key, &why, err), where, why, err);
+            rc = add_elem(c, obsm, rc_matrix(c, emb, key, &why, err), where, &why, err);
         free(key);
         free(where);
         if (rc < 0)
@@ -212,7 +214,7 @@ static int graphs(const rconv *c, const r_obj *so, uint64_t ncell, cfs_err *err)
         if (!rc_is_sparse(m) || !rc_dims(m, &r, &k) || r != ncell || k != ncell)
             rc = leave(c, where, "not a cells x cells Graph (dgCMatrix) of this object", err);
         else
-            rc = add_elem(c, obsp, rc_matrix(c, m, name, &why, err), where, why, err);
+            rc = add_elem(c, obsp, rc_matrix(c, m, name, &why, err), where, &why, err);
         free(where);
         if (rc < 0)
             return -1;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format.h"
 #include "robject.h"
 #include "unit.h"
 #include "zarr_codecs.h"
@@ -90,8 +91,33 @@ static void test_lz4_huge_size_header(void)
     free(data);
 }
 
+/* A Seurat object whose counts are a dsCMatrix of 14 x 10: a symmetric matrix that is not
+ * square. Its mirrored entries were written past the column pointers. Now the layer is left
+ * out with the reason (which the Seurat mapping used to lose, saying "out of memory"). */
+static void test_symmetric_not_square(void)
+{
+    char path[4096];
+    const char *srcdir = getenv("srcdir");
+    snprintf(path, sizeof path, "%s/tests/fuzz/regressions/fuzz_rds/symmetric-not-square",
+             srcdir ? srcdir : ".");
+    const cfs_format *rds = NULL;
+    for (const cfs_format *const *f = cfs_formats(); *f; f++)
+        if (strcmp((*f)->name, "rds") == 0)
+            rds = *f;
+    cfs_dataset *ds = NULL;
+    cfs_err err = {0};
+    CHECK(rds && rds->open(path, &ds, &err) == 0);
+    bool left_out = false;
+    for (size_t i = 0; ds && i < ds->nleftout; i++)
+        left_out |= strcmp(ds->leftout[i].element, "layers/counts") == 0 &&
+                    strstr(ds->leftout[i].reason, "not square") != NULL;
+    CHECK(left_out);
+    cfs_dataset_free(ds);
+}
+
 void unit_fuzz_regressions(void)
 {
+    test_symmetric_not_square();
     test_lz4_huge_size_header();
     test_altrep_long_sequence();
     test_lzma_huge_dictionary();
