@@ -20,6 +20,7 @@
 #include "format.h"
 #include "array_views.h"
 #include "h5ad_legacy.h"
+#include "zarr_anndata.h"
 #include "path.h"
 #include "utf8.h"
 #include "zarr_array.h"
@@ -964,7 +965,7 @@ static void store_free(void *reader)
     zr_store_free(reader);
 }
 
-static int zarr_open(const char *path, cfs_dataset **out, cfs_err *err)
+int cfs_zarr_anndata_read(const char *path, bool global, cfs_dataset **out, cfs_err *err)
 {
     *out = NULL;
     zr_store *s;
@@ -972,6 +973,8 @@ static int zarr_open(const char *path, cfs_dataset **out, cfs_err *err)
         return -1;
     char *enc, *version;
     zad_kind kind = classify(s, &enc, &version);
+    if (global && kind == ZAD_OTHER)
+        kind = legacy_frame(s, "obs") && legacy_frame(s, "var") ? ZAD_V07 : ZAD_MODERN;
     cfs_dataset *ds = NULL;
     int rc = 0;
     if (kind == ZAD_OTHER)
@@ -1005,6 +1008,11 @@ static int zarr_open(const char *path, cfs_dataset **out, cfs_err *err)
     }
     *out = ds;
     return 0;
+}
+
+static int zarr_open(const char *path, cfs_dataset **out, cfs_err *err)
+{
+    return cfs_zarr_anndata_read(path, false, out, err);
 }
 
 /* A folder with a .zgroup that no format bids for is best explained here. */
