@@ -965,6 +965,20 @@ static void store_free(void *reader)
     zr_store_free(reader);
 }
 
+/* The global parts of a multimodal store: anndata 0.7's layout when its frames are (dataframe
+ * 0.1.0 or no encoding), else the modern one. */
+static zad_kind global_kind(const zr_store *s)
+{
+    json_t *attrs;
+    cfs_err ignore;
+    if (!legacy_frame(s, "obs") || zr_attrs(s, "obs", &attrs, &ignore) < 0)
+        return ZAD_MODERN;
+    const char *version = json_string_value(json_object_get(attrs, "encoding-version"));
+    bool old = !version || streq(version, "0.1.0");
+    json_decref(attrs);
+    return old ? ZAD_V07 : ZAD_MODERN;
+}
+
 int cfs_zarr_anndata_read(const char *path, bool global, cfs_dataset **out, cfs_err *err)
 {
     *out = NULL;
@@ -974,7 +988,7 @@ int cfs_zarr_anndata_read(const char *path, bool global, cfs_dataset **out, cfs_
     char *enc, *version;
     zad_kind kind = classify(s, &enc, &version);
     if (global && kind == ZAD_OTHER)
-        kind = legacy_frame(s, "obs") && legacy_frame(s, "var") ? ZAD_V07 : ZAD_MODERN;
+        kind = global_kind(s);
     cfs_dataset *ds = NULL;
     int rc = 0;
     if (kind == ZAD_OTHER)
