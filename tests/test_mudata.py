@@ -234,3 +234,21 @@ def test_axis1_refused_in_one_line(cfs, tmp_path):
     assert len(lines) == 1, r.stderr
     assert "share features rather than cells" in lines[0] and "write each modality" in lines[0]
     assert not (tmp_path / "out" / "axis1.zarr").exists()
+
+
+def test_embedding_pulled_from_a_modality(cfs, tmp_path):
+    """No drawable global embedding: the first modality (in mod-order) with one lends it, as
+    global obsm '<mod>:<key>', rows through obsmap, NaN for the cells it does not hold."""
+    path = MU_DIR / "pulled.h5mu"
+    export(cfs, path, tmp_path / "out")
+    src, st = Source(path), Store(tmp_path / "out" / "pulled.zarr")
+    assert list(st.mods) == ["prot", "rna"]
+    assert sorted(st.obsm) == ["prot", "prot:X_tsne", "rna"], sorted(st.obsm)
+    pulled = st.obsm["prot:X_tsne"]
+    gpos = st.obs["cellucid_original_position"].to_numpy()
+    rows = src.obsmap["prot"][gpos].astype(np.int64)
+    tsne = src.mods["prot"].obsm["X_tsne"]
+    assert pulled.dtype == tsne.dtype and pulled.shape == (60, 2)
+    assert np.isnan(pulled[rows == 0]).all() and (rows == 0).sum() == 15
+    assert np.array_equal(pulled[rows > 0], tsne[rows[rows > 0] - 1])
+    assert read_catalog(tmp_path / "out")["datasets"] == [{"id": "pulled", "path": "pulled.zarr/"}]

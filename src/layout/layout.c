@@ -7,6 +7,7 @@
 #include "gene_major.h"
 #include "permute.h"
 #include "priority.h"
+#include "pulled.h"
 #include "sparse_index.h"
 
 typedef struct layout {
@@ -265,7 +266,8 @@ static int apply_order(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *er
 
 int cfs_layout_apply(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *err)
 {
-    if (apply_order(ds, opts, err) < 0 || cfs_sparse_unify_indices(ds->root, err) < 0)
+    if (apply_order(ds, opts, err) < 0 || cfs_pull_modality_embeddings(ds, err) < 0 ||
+        cfs_sparse_unify_indices(ds->root, err) < 0)
         return -1;
     for (size_t i = 0; i < ds->nmods; i++)
         if (cfs_sparse_unify_indices(ds->mods[i].root, err) < 0)
