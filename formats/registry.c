@@ -164,7 +164,7 @@ static const cfs_format *explain(cfs_probe_input *in, cfs_err *err)
         cfs_err_setc(err, CFS_EDAMAGED, "its content is not that of a %s file, whatever its "
                      "name says: re-download or re-write it", ext);
     } else {
-        char list[768];
+        char list[900];
         cfs_err_setc(err, CFS_EREFUSED, "not a recognised single-cell file (this version reads "
                      "%s): convert it to .h5ad", cfs_format_list_text(list, sizeof list));
     }

@@ -181,7 +181,7 @@ static const char *const h5mu_extensions[] = {".h5mu", NULL};
 
 const cfs_format cfs_format_h5mu = {
     .name = "h5mu",
-    .summary = "MuData .h5mu files (mudata 0.2 and later, modalities sharing cells)",
+    .summary = "MuData .h5mu files (mudata 0.2 and later)",
     .extensions = h5mu_extensions,
     .container = "HDF5",
     .probe = h5mu_probe,

@@ -159,7 +159,7 @@ static const char *const mudata_zarr_extensions[] = {".zarr", NULL};
 
 const cfs_format cfs_format_mudata_zarr = {
     .name = "mudata-zarr",
-    .summary = "MuData Zarr v2 folders (.zarr, mudata 0.2 and later, modalities sharing cells)",
+    .summary = "MuData Zarr v2 folders (.zarr, mudata 0.2 and later)",
     .extensions = mudata_zarr_extensions,
     .folders = true,
     .probe = mudata_zarr_probe,
