@@ -252,3 +252,15 @@ def test_embedding_pulled_from_a_modality(cfs, tmp_path):
     assert np.isnan(pulled[rows == 0]).all() and (rows == 0).sum() == 15
     assert np.array_equal(pulled[rows > 0], tsne[rows[rows > 0] - 1])
     assert read_catalog(tmp_path / "out")["datasets"] == [{"id": "pulled", "path": "pulled.zarr/"}]
+
+
+def test_legacy_modality_read_with_the_legacy_rules(cfs, tmp_path):
+    """mudata 0.1's files: a modality tagged anndata around anndata 0.7's layout is read as
+    the h5ad reader reads v07.h5ad, equal to anndata 0.8's own re-write of it."""
+    r = export(cfs, MU_DIR / "legacy.h5mu", tmp_path / "out")
+    assert "left out" not in r.stderr, r.stderr
+    st = Store(tmp_path / "out" / "legacy.zarr")
+    modern = ad.read_h5ad(FIXTURES_DIR / "legacy_h5ad" / "modern_v07.h5ad")
+    assert_adata_equal(st.mods["rna"], modern)
+    doc = json.loads(run_cfs(cfs, "inspect", "--json", MU_DIR / "legacy.h5mu").stdout)["files"][0]
+    assert doc["version"] == "MuData 0.1.0 (mudata 0.1.2)" and not doc["left_out"], doc

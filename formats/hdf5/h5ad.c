@@ -1220,7 +1220,13 @@ static h5ad_kind classify(hid_t file, char **root_enc, char **root_version)
         return H5AD_NOT;
     if (rc > 0) {
         cfs_h5_attr_string(file, "encoding-version", root_version, &ignore);
-        return streq(*root_enc, "anndata") ? H5AD_MODERN : H5AD_OTHER;
+        if (!streq(*root_enc, "anndata"))
+            return H5AD_OTHER;
+        /* mudata 0.1 tagged its modalities anndata around anndata 0.7's layout. */
+        char *frames = NULL;
+        bool v07 = classify_frames(file, &frames) == H5AD_V07;
+        free(frames);
+        return v07 ? H5AD_V07 : H5AD_MODERN;
     }
     return classify_frames(file, root_version);
 }

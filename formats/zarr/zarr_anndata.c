@@ -965,9 +965,10 @@ static void store_free(void *reader)
     zr_store_free(reader);
 }
 
-/* The global parts of a multimodal store: anndata 0.7's layout when its frames are (dataframe
- * 0.1.0 or no encoding), else the modern one. */
-static zad_kind global_kind(const zr_store *s)
+/* anndata 0.7's layout when the frames are (dataframe 0.1.0 or no encoding), else the modern
+ * one: for a root tagged anndata around 0.7's frames (mudata 0.1's modalities) and the global
+ * parts of a multimodal store. */
+static zad_kind frames_kind(const zr_store *s)
 {
     json_t *attrs;
     cfs_err ignore;
@@ -987,8 +988,8 @@ int cfs_zarr_anndata_read(const char *path, bool global, cfs_dataset **out, cfs_
         return -1;
     char *enc, *version;
     zad_kind kind = classify(s, &enc, &version);
-    if (global && kind == ZAD_OTHER)
-        kind = global_kind(s);
+    if (kind == ZAD_MODERN || (global && kind == ZAD_OTHER))
+        kind = frames_kind(s);
     cfs_dataset *ds = NULL;
     int rc = 0;
     if (kind == ZAD_OTHER)
