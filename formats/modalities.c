@@ -9,6 +9,8 @@
 
 typedef unsigned long long ull;
 
+#define MAP_ADVICE "; re-write the file with mudata (mdata.update(), then mdata.write(...))"
+
 int cfs_mods_read(cfs_dataset *ds, char *const *present, size_t n, char *const *order,
                   size_t norder, cfs_mod_reader read, void *ctx, cfs_err *err)
 {
@@ -36,7 +38,7 @@ static char **index_names(const cfs_elem *root, const char *axis, uint64_t *n, c
 {
     const cfs_elem *df = cfs_elem_child(root, axis);
     if (!df || !df->index || !df->index->values || df->index->values->dtype != CFS_STRING) {
-        cfs_err_set(err, "%s has no string index to match its names", axis);
+        cfs_err_set(err, "%s has no string index to match its names" MAP_ADVICE, axis);
         return NULL;
     }
     *n = df->index->values->shape[0];
@@ -89,8 +91,8 @@ static int map_from_array(const cfs_array *arr, const char *what, uint32_t *map,
                     (arr->ndim == 1 || (arr->ndim == 2 && arr->shape[1] == 1));
     if (arr->dtype == CFS_STRING || arr->dtype == CFS_COMPOUND || arr->dtype == CFS_BOOL ||
         cfs_dtype_is_float(arr->dtype) || !shape_ok)
-        return cfs_err_set(err, "%s is not one integer per global entry (%llu)", what,
-                           (ull)n_global);
+        return cfs_err_set(err, "%s is not one integer per global entry (%llu)" MAP_ADVICE,
+                           what, (ull)n_global);
     size_t size = cfs_dtype_size(arr->dtype);
     unsigned char *buf = malloc(n_global * size + 1);
     uint64_t start[2] = {0, 0}, count[2] = {n_global, 1};
@@ -110,7 +112,7 @@ static int map_from_array(const cfs_array *arr, const char *what, uint32_t *map,
         if (cfs_dtype_is_signed(arr->dtype) && size < 8 && (u >> (8 * size - 1)))
             v = -1;
         if (v < 0 || u > UINT32_MAX)
-            rc = cfs_err_set(err, "%s[%llu] is not a row number", what, (ull)g);
+            rc = cfs_err_set(err, "%s[%llu] is not a row number" MAP_ADVICE, what, (ull)g);
         else
             map[g] = (uint32_t)u;
     }
@@ -128,15 +130,15 @@ static int check_map(const uint32_t *map, uint64_t n_global, uint64_t n_local, b
     int rc = 0;
     for (uint64_t g = 0; rc == 0 && g < n_global; g++) {
         if (map[g] > n_local)
-            rc = cfs_err_set(err, "%s[%llu] = %u is past the modality's %llu rows", what,
-                             (ull)g, map[g], (ull)n_local);
+            rc = cfs_err_set(err, "%s[%llu] = %u is past the modality's %llu rows" MAP_ADVICE,
+                             what, (ull)g, map[g], (ull)n_local);
         else if (onto && map[g] && seen[map[g] - 1]++)
-            rc = cfs_err_set(err, "%s maps two global cells to row %u", what, map[g]);
+            rc = cfs_err_set(err, "%s maps two global cells to row %u" MAP_ADVICE, what, map[g]);
     }
     for (uint64_t i = 0; onto && rc == 0 && i < n_local; i++)
         if (!seen[i])
-            rc = cfs_err_set(err, "%s maps no global cell to the modality's row %llu", what,
-                             (ull)i);
+            rc = cfs_err_set(err, "%s maps no global cell to the modality's row %llu" MAP_ADVICE,
+                             what, (ull)i);
     free(seen);
     return rc;
 }

@@ -264,3 +264,39 @@ def test_legacy_modality_read_with_the_legacy_rules(cfs, tmp_path):
     assert_adata_equal(st.mods["rna"], modern)
     doc = json.loads(run_cfs(cfs, "inspect", "--json", MU_DIR / "legacy.h5mu").stdout)["files"][0]
     assert doc["version"] == "MuData 0.1.0 (mudata 0.1.2)" and not doc["left_out"], doc
+
+
+def test_unreadable_modality_column_left_out_with_its_path(cfs, tmp_path):
+    path = tmp_path / "cite.h5mu"
+    shutil.copy(SOURCES["h5mu"], path)
+    with h5py.File(path, "r+") as f:
+        obs = f["mod/rna/obs"]
+        col = obs.create_dataset("weird", data=np.zeros(60))
+        col.attrs["encoding-type"] = "awkward-array"
+        col.attrs["encoding-version"] = "0.1.0"
+        obs.attrs["column-order"] = list(obs.attrs["column-order"]) + ["weird"]
+    r = export(cfs, path, tmp_path / "out")
+    lines = [ln for ln in r.stderr.splitlines() if "left out" in ln]
+    assert len(lines) == 1 and "mod/rna/obs/weird" in lines[0], r.stderr
+    st = Store(tmp_path / "out" / "cite.zarr")
+    assert "weird" not in st.mods["rna"].obs.columns
+
+
+@pytest.mark.parametrize("damage", ["twice", "unmapped", "past"])
+def test_inconsistent_obsmap_refused_in_one_line(cfs, tmp_path, damage):
+    path = tmp_path / "cite.h5mu"
+    shutil.copy(SOURCES["h5mu"], path)
+    with h5py.File(path, "r+") as f:
+        m = f["obsmap/prot"][...]
+        first = np.flatnonzero(m)[0]
+        if damage == "twice":
+            m[np.flatnonzero(m)[1]] = m[first]
+        elif damage == "unmapped":
+            m[first] = 0
+        else:
+            m[first] = 46
+        f["obsmap/prot"][...] = m
+    r = run_cfs(cfs, "export", path, tmp_path / "out")
+    assert r.returncode != 0, describe(r)
+    lines = [ln for ln in r.stderr.splitlines() if "cite.h5mu" in ln]
+    assert len(lines) == 1 and "obsmap/prot" in lines[0] and "mdata.write" in lines[0], r.stderr
