@@ -10,22 +10,26 @@
 #include <strings.h>
 
 extern const cfs_format cfs_format_h5ad;
+extern const cfs_format cfs_format_h5mu;
 extern const cfs_format cfs_format_loom;
 extern const cfs_format cfs_format_tenx;
 extern const cfs_format cfs_format_outs;
 extern const cfs_format cfs_format_mtx;
 extern const cfs_format cfs_format_zarr;
+extern const cfs_format cfs_format_mudata_zarr;
 extern const cfs_format cfs_format_rds;
 
 /* Asked in this order; on equal bids the earlier one wins, and the first explain that knows an
  * input gives the reason it is refused. */
 static const cfs_format *const builtin[] = {
     &cfs_format_h5ad,
+    &cfs_format_h5mu,
     &cfs_format_loom,
     &cfs_format_tenx,
     &cfs_format_outs,
     &cfs_format_mtx,
     &cfs_format_zarr,
+    &cfs_format_mudata_zarr,
     &cfs_format_rds,
     NULL,
 };
@@ -160,7 +164,7 @@ static const cfs_format *explain(cfs_probe_input *in, cfs_err *err)
         cfs_err_setc(err, CFS_EDAMAGED, "its content is not that of a %s file, whatever its "
                      "name says: re-download or re-write it", ext);
     } else {
-        char list[768];
+        char list[900];
         cfs_err_setc(err, CFS_EREFUSED, "not a recognised single-cell file (this version reads "
                      "%s): convert it to .h5ad", cfs_format_list_text(list, sizeof list));
     }

@@ -13,6 +13,7 @@
 #endif
 
 #include "format.h"
+#include "h5ad.h"
 #include "array_views.h"
 #include "h5_array.h"
 #include "h5ad_legacy.h"
@@ -1208,6 +1209,8 @@ static bool seurat_frame(hid_t file, const char *name)
     return yes;
 }
 
+static h5ad_kind classify_frames(hid_t file, char **root_version);
+
 static h5ad_kind classify(hid_t file, char **root_enc, char **root_version)
 {
     cfs_err ignore;
@@ -1217,8 +1220,21 @@ static h5ad_kind classify(hid_t file, char **root_enc, char **root_version)
         return H5AD_NOT;
     if (rc > 0) {
         cfs_h5_attr_string(file, "encoding-version", root_version, &ignore);
-        return streq(*root_enc, "anndata") ? H5AD_MODERN : H5AD_OTHER;
+        if (!streq(*root_enc, "anndata"))
+            return H5AD_OTHER;
+        /* mudata 0.1 tagged its modalities anndata around anndata 0.7's layout. */
+        char *frames = NULL;
+        bool v07 = classify_frames(file, &frames) == H5AD_V07;
+        free(frames);
+        return v07 ? H5AD_V07 : H5AD_MODERN;
     }
+    return classify_frames(file, root_version);
+}
+
+/* A root without encoding: what its obs and var frames say (*root_version: their version). */
+static h5ad_kind classify_frames(hid_t file, char **root_version)
+{
+    cfs_err ignore;
     bool rec_obs = false, rec_var = false;
     if (!legacy_frame(file, "obs", &rec_obs) || !legacy_frame(file, "var", &rec_var))
         return H5AD_NOT;
@@ -1300,21 +1316,36 @@ static int build(const char *path, hid_t file, h5ad_kind kind, const char *versi
     return 0;
 }
 
+int cfs_h5ad_read_group(const char *source, hid_t loc, bool global, cfs_dataset **out,
+                        cfs_err *err)
+{
+    char *enc, *version;
+    h5ad_kind kind = classify(loc, &enc, &version);
+    if (global && kind == H5AD_OTHER) {
+        /* The global parts of a multimodal file: anndata's elements under another root. */
+        free(version);
+        version = NULL;
+        kind = classify_frames(loc, &version);
+        if (kind == H5AD_NOROOT)
+            kind = H5AD_MODERN;
+    }
+    int rc;
+    if (kind != H5AD_MODERN && !kind_legacy(kind))
+        rc = refuse_kind(kind, enc, err);
+    else
+        rc = build(source, loc, kind, version, out, err);
+    free(enc);
+    free(version);
+    return rc;
+}
+
 static int open_locked(const char *path, cfs_dataset **out, cfs_err *err)
 {
     hid_t file = cfs_h5_input_open(path, err);
     if (file < 0)
         return -1;
-    char *enc, *version;
-    h5ad_kind kind = classify(file, &enc, &version);
-    int rc;
-    if (kind != H5AD_MODERN && !kind_legacy(kind))
-        rc = refuse_kind(kind, enc, err);
-    else
-        rc = build(path, file, kind, version, out, err);
+    int rc = cfs_h5ad_read_group(path, file, false, out, err);
     H5Fclose(file);
-    free(enc);
-    free(version);
     return rc;
 }
 
@@ -1340,9 +1371,7 @@ static int h5ad_explain(cfs_probe_input *in, cfs_err *err)
     return 1;
 }
 
-/* MuData files (.h5mu) hold AnnData groups in HDF5: until a MuData reader claims them, they
- * are probed here, so a folder scan lists them as refused with h5ad_explain's reason. */
-static const char *const h5ad_extensions[] = {".h5ad", ".h5mu", NULL};
+static const char *const h5ad_extensions[] = {".h5ad", NULL};
 
 const cfs_format cfs_format_h5ad = {
     .name = "h5ad",

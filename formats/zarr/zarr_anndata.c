@@ -20,6 +20,7 @@
 #include "format.h"
 #include "array_views.h"
 #include "h5ad_legacy.h"
+#include "zarr_anndata.h"
 #include "path.h"
 #include "utf8.h"
 #include "zarr_array.h"
@@ -964,7 +965,22 @@ static void store_free(void *reader)
     zr_store_free(reader);
 }
 
-static int zarr_open(const char *path, cfs_dataset **out, cfs_err *err)
+/* anndata 0.7's layout when the frames are (dataframe 0.1.0 or no encoding), else the modern
+ * one: for a root tagged anndata around 0.7's frames (mudata 0.1's modalities) and the global
+ * parts of a multimodal store. */
+static zad_kind frames_kind(const zr_store *s)
+{
+    json_t *attrs;
+    cfs_err ignore;
+    if (!legacy_frame(s, "obs") || zr_attrs(s, "obs", &attrs, &ignore) < 0)
+        return ZAD_MODERN;
+    const char *version = json_string_value(json_object_get(attrs, "encoding-version"));
+    bool old = !version || streq(version, "0.1.0");
+    json_decref(attrs);
+    return old ? ZAD_V07 : ZAD_MODERN;
+}
+
+int cfs_zarr_anndata_read(const char *path, bool global, cfs_dataset **out, cfs_err *err)
 {
     *out = NULL;
     zr_store *s;
@@ -972,6 +988,8 @@ static int zarr_open(const char *path, cfs_dataset **out, cfs_err *err)
         return -1;
     char *enc, *version;
     zad_kind kind = classify(s, &enc, &version);
+    if (kind == ZAD_MODERN || (global && kind == ZAD_OTHER))
+        kind = frames_kind(s);
     cfs_dataset *ds = NULL;
     int rc = 0;
     if (kind == ZAD_OTHER)
@@ -1005,6 +1023,11 @@ static int zarr_open(const char *path, cfs_dataset **out, cfs_err *err)
     }
     *out = ds;
     return 0;
+}
+
+static int zarr_open(const char *path, cfs_dataset **out, cfs_err *err)
+{
+    return cfs_zarr_anndata_read(path, false, out, err);
 }
 
 /* A folder with a .zgroup that no format bids for is best explained here. */

@@ -57,9 +57,9 @@ static json_t *columns(const cfs_elem *df)
     return list;
 }
 
-static json_t *entries(const cfs_dataset *ds, const char *key, bool embeddings)
+static json_t *entries(const cfs_elem *root, uint64_t n_obs, const char *key, bool embeddings)
 {
-    const cfs_elem *m = cfs_elem_child(ds->root, key);
+    const cfs_elem *m = cfs_elem_child(root, key);
     json_t *list = json_array();
     for (size_t i = 0; m && i < m->nchildren; i++) {
         const cfs_elem *e = m->children[i];
@@ -67,7 +67,7 @@ static json_t *entries(const cfs_dataset *ds, const char *key, bool embeddings)
                               encoding_name(e), "dtype", elem_dtype(e), "shape", elem_shape(e));
         if (embeddings) {
             char why[256] = "";
-            bool ok = cfs_embedding_drawable(e, ds->n_obs, why, sizeof why);
+            bool ok = cfs_embedding_drawable(e, n_obs, why, sizeof why);
             json_object_set_new(o, "drawable", json_boolean(ok));
             if (!ok)
                 json_object_set_new(o, "why", json_string(why));
@@ -95,33 +95,63 @@ static void index_dtype_changes(const cfs_elem *el, const char *path, json_t *li
     }
 }
 
-static json_t *describe(const cfs_dataset *ds)
+/* What an AnnData root holds: the dataset's, or one modality's. */
+static json_t *describe_anndata(const cfs_elem *root, uint64_t n_obs)
 {
-    const cfs_elem *x = cfs_elem_child(ds->root, "X");
-    const cfs_elem *uns = cfs_elem_child(ds->root, "uns");
+    const cfs_elem *x = cfs_elem_child(root, "X");
+    const cfs_elem *uns = cfs_elem_child(root, "uns");
     json_t *uns_keys = json_array();
     for (size_t i = 0; uns && i < uns->nchildren; i++)
         json_array_append_new(uns_keys, json_string(uns->children[i]->name));
+    json_t *xdesc = x ? json_pack("{s:s, s:s?}", "encoding", encoding_name(x), "dtype",
+                                  elem_dtype(x))
+                      : json_null();
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}",
+                     "X", xdesc,
+                     "obs", columns(cfs_elem_child(root, "obs")),
+                     "var", columns(cfs_elem_child(root, "var")),
+                     "obsm", entries(root, n_obs, "obsm", true),
+                     "varm", entries(root, n_obs, "varm", false),
+                     "obsp", entries(root, n_obs, "obsp", false),
+                     "varp", entries(root, n_obs, "varp", false),
+                     "layers", entries(root, n_obs, "layers", false), "uns", uns_keys,
+                     "raw", cfs_elem_child(root, "raw") != NULL);
+}
+
+static json_t *describe_modalities(const cfs_dataset *ds, json_t *changes)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < ds->nmods; i++) {
+        const cfs_modality *m = &ds->mods[i];
+        json_t *doc = describe_anndata(m->root, m->n_obs);
+        json_object_set_new(doc, "name", json_string(m->name));
+        json_object_set_new(doc, "n_obs", json_integer((json_int_t)m->n_obs));
+        json_object_set_new(doc, "n_vars", json_integer((json_int_t)m->n_vars));
+        json_array_append_new(list, doc);
+        char prefix[512];
+        snprintf(prefix, sizeof prefix, "mod/%s", m->name);
+        index_dtype_changes(m->root, prefix, changes);
+    }
+    return list;
+}
+
+static json_t *describe(const cfs_dataset *ds)
+{
     json_t *left = json_array();
     for (size_t i = 0; i < ds->nleftout; i++)
         json_array_append_new(left, json_pack("{s:s, s:s}", "element", ds->leftout[i].element,
                                               "reason", ds->leftout[i].reason));
-    json_t *xdesc = x ? json_pack("{s:s, s:s?}", "encoding", encoding_name(x), "dtype",
-                                  elem_dtype(x))
-                      : json_null();
-    json_t *doc = json_pack("{s:s, s:s?, s:n, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
-                     "s:b, s:o}",
-                     "format", ds->format, "version", ds->format_version, "refused",
-                     "n_obs", (json_int_t)ds->n_obs, "n_vars", (json_int_t)ds->n_vars,
-                     "X", xdesc,
-                     "obs", columns(cfs_elem_child(ds->root, "obs")),
-                     "var", columns(cfs_elem_child(ds->root, "var")),
-                     "obsm", entries(ds, "obsm", true), "varm", entries(ds, "varm", false),
-                     "obsp", entries(ds, "obsp", false), "varp", entries(ds, "varp", false),
-                     "layers", entries(ds, "layers", false), "uns", uns_keys,
-                     "raw", cfs_elem_child(ds->root, "raw") != NULL, "left_out", left);
+    json_t *doc = json_pack("{s:s, s:s?, s:n, s:I, s:I}", "format", ds->format, "version",
+                            ds->format_version, "refused", "n_obs", (json_int_t)ds->n_obs,
+                            "n_vars", (json_int_t)ds->n_vars);
+    json_t *parts = describe_anndata(ds->root, ds->n_obs);
+    json_object_update(doc, parts);
+    json_decref(parts);
+    json_object_set_new(doc, "left_out", left);
     json_t *changes = json_array();
     index_dtype_changes(ds->root, "", changes);
+    if (ds->nmods)
+        json_object_set_new(doc, "modalities", describe_modalities(ds, changes));
     json_object_set_new(doc, "index_dtype_changes", changes);
     return doc;
 }
@@ -187,11 +217,11 @@ json_t *cfs_inspect_file(const char *path)
     return doc;
 }
 
-static void print_entries(FILE *out, const char *title, json_t *list)
+static void print_entries(FILE *out, const char *indent, const char *title, json_t *list)
 {
     if (json_array_size(list) == 0)
         return;
-    fprintf(out, "  %s:", title);
+    fprintf(out, "%s  %s:", indent, title);
     size_t i;
     json_t *e;
     json_array_foreach(list, i, e) {
@@ -207,6 +237,30 @@ static void print_entries(FILE *out, const char *title, json_t *list)
     fputc('\n', out);
 }
 
+/* X, the frames, the mappings, uns and raw of an AnnData's description, indented. */
+static void print_anndata(FILE *out, json_t *doc, const char *indent)
+{
+    json_t *x = json_object_get(doc, "X");
+    if (json_is_object(x))
+        fprintf(out, "%s  X: %s %s\n", indent, json_string_value(json_object_get(x, "encoding")),
+                json_string_value(json_object_get(x, "dtype")) ?: "");
+    else
+        fprintf(out, "%s  X: none\n", indent);
+    static const char *const lists[] = {"obs", "var", "obsm", "varm", "obsp", "varp", "layers"};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        print_entries(out, indent, lists[i], json_object_get(doc, lists[i]));
+    json_t *uns = json_object_get(doc, "uns");
+    if (json_array_size(uns)) {
+        fprintf(out, "%s  uns:", indent);
+        size_t i;
+        json_t *k;
+        json_array_foreach(uns, i, k)
+            fprintf(out, "%s %s", i ? "," : "", json_string_value(k));
+        fputc('\n', out);
+    }
+    fprintf(out, "%s  raw: %s\n", indent, json_is_true(json_object_get(doc, "raw")) ? "yes" : "no");
+}
+
 static void print_text(FILE *out, json_t *doc)
 {
     fprintf(out, "%s\n", json_string_value(json_object_get(doc, "path")));
@@ -220,25 +274,15 @@ static void print_text(FILE *out, json_t *doc)
     fprintf(out, "  n_obs x n_vars: %lld x %lld\n",
             (long long)json_integer_value(json_object_get(doc, "n_obs")),
             (long long)json_integer_value(json_object_get(doc, "n_vars")));
-    json_t *x = json_object_get(doc, "X");
-    if (json_is_object(x))
-        fprintf(out, "  X: %s %s\n", json_string_value(json_object_get(x, "encoding")),
-                json_string_value(json_object_get(x, "dtype")) ?: "");
-    else
-        fprintf(out, "  X: none\n");
-    static const char *const lists[] = {"obs", "var", "obsm", "varm", "obsp", "varp", "layers"};
-    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
-        print_entries(out, lists[i], json_object_get(doc, lists[i]));
-    json_t *uns = json_object_get(doc, "uns");
-    if (json_array_size(uns)) {
-        fprintf(out, "  uns:");
-        size_t i;
-        json_t *k;
-        json_array_foreach(uns, i, k)
-            fprintf(out, "%s %s", i ? "," : "", json_string_value(k));
-        fputc('\n', out);
+    print_anndata(out, doc, "");
+    size_t m;
+    json_t *mod;
+    json_array_foreach(json_object_get(doc, "modalities"), m, mod) {
+        fprintf(out, "  modality %s: %lld x %lld\n", json_string_value(json_object_get(mod, "name")),
+                (long long)json_integer_value(json_object_get(mod, "n_obs")),
+                (long long)json_integer_value(json_object_get(mod, "n_vars")));
+        print_anndata(out, mod, "  ");
     }
-    fprintf(out, "  raw: %s\n", json_is_true(json_object_get(doc, "raw")) ? "yes" : "no");
     size_t i;
     json_t *lo;
     json_array_foreach(json_object_get(doc, "left_out"), i, lo)

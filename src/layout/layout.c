@@ -7,13 +7,15 @@
 #include "gene_major.h"
 #include "permute.h"
 #include "priority.h"
+#include "pulled.h"
 #include "sparse_index.h"
 
 typedef struct layout {
-    cfs_dataset *ds;
+    cfs_elem *root;             /* the AnnData laid out: the dataset's, or one modality's */
     cfs_perm *perm;
     cfs_engine_opts engine;
     cfs_err *err;
+    const char *prefix;         /* of the expression labels (progress): "" or "mod/<name>/" */
 } layout;
 
 static int replace_rows(cfs_array **slot, cfs_perm *perm, bool both_axes, cfs_err *err)
@@ -56,7 +58,7 @@ static int permute_element(layout *L, cfs_elem *el)
 
 static int permute_mapping(layout *L, const char *key)
 {
-    cfs_elem *m = cfs_elem_child(L->ds->root, key);
+    cfs_elem *m = cfs_elem_child(L->root, key);
     for (size_t i = 0; m && i < m->nchildren; i++)
         if (permute_element(L, m->children[i]) < 0)
             return cfs_err_prefix(L->err, "%s", key);
@@ -65,7 +67,7 @@ static int permute_mapping(layout *L, const char *key)
 
 static int permute_obsp(layout *L)
 {
-    cfs_elem *m = cfs_elem_child(L->ds->root, "obsp");
+    cfs_elem *m = cfs_elem_child(L->root, "obsp");
     for (size_t i = 0; m && i < m->nchildren; i++) {
         cfs_elem *el = m->children[i];
         int rc = el->kind == CFS_EL_SPARSE ? cfs_perm_sparse(el, L->perm, true, L->err)
@@ -89,19 +91,21 @@ static int expression(layout *L, cfs_elem *el, const char *label)
 
 static int expressions(layout *L)
 {
-    cfs_elem *root = L->ds->root, *x = cfs_elem_child(root, "X");
-    if (x && expression(L, x, "X") < 0)
+    char label[512];
+    cfs_elem *root = L->root, *x = cfs_elem_child(root, "X");
+    snprintf(label, sizeof label, "%sX", L->prefix);
+    if (x && expression(L, x, label) < 0)
         return -1;
     cfs_elem *layers = cfs_elem_child(root, "layers");
     for (size_t i = 0; layers && i < layers->nchildren; i++) {
-        char label[512];
-        snprintf(label, sizeof label, "layers/%s", layers->children[i]->name);
+        snprintf(label, sizeof label, "%slayers/%s", L->prefix, layers->children[i]->name);
         if (expression(L, layers->children[i], label) < 0)
             return -1;
     }
     cfs_elem *raw = cfs_elem_child(root, "raw");
     cfs_elem *raw_x = raw ? cfs_elem_child(raw, "X") : NULL;
-    return raw_x ? expression(L, raw_x, "raw/X") : 0;
+    snprintf(label, sizeof label, "%sraw/X", L->prefix);
+    return raw_x ? expression(L, raw_x, label) : 0;
 }
 
 static cfs_elem *memory_elem(cfs_elem_kind kind, const char *name, cfs_dtype t, int ndim,
@@ -124,7 +128,7 @@ static cfs_elem *memory_elem(cfs_elem_kind kind, const char *name, cfs_dtype t, 
 
 static int add_original_position(layout *L)
 {
-    cfs_elem *obs = cfs_elem_child(L->ds->root, "obs");
+    cfs_elem *obs = cfs_elem_child(L->root, "obs");
     uint64_t n = L->perm->n;
     cfs_elem_remove(obs, "cellucid_original_position");
     cfs_elem *col = memory_elem(CFS_EL_ARRAY, "cellucid_original_position", CFS_INT64, 1, &n,
@@ -150,7 +154,7 @@ static int add_scalar(cfs_elem *dict, const char *key, cfs_dtype t, const void *
 static int add_priority_record(layout *L, uint64_t seed)
 {
     cfs_elem *meta =
-        cfs_elem_ensure_dict(cfs_elem_ensure_dict(L->ds->root, "uns"), "cellucid");
+        cfs_elem_ensure_dict(cfs_elem_ensure_dict(L->root, "uns"), "cellucid");
     if (!meta)
         return cfs_err_oom(L->err);
     cfs_elem_remove(meta, "priority");
@@ -169,25 +173,78 @@ static int add_priority_record(layout *L, uint64_t seed)
     return 0;
 }
 
+/* Every per-cell axis of root in the order of perm, expression gene-major, and obs's
+ * cellucid_original_position. */
+static int lay_out(layout *L)
+{
+    cfs_elem *obs = cfs_elem_child(L->root, "obs");
+    int rc = obs ? permute_element(L, obs) : 0;
+    if (rc == 0)
+        rc = permute_mapping(L, "obsm");
+    if (rc == 0)
+        rc = permute_obsp(L);
+    if (rc == 0)
+        rc = expressions(L);
+    if (rc == 0 && obs)
+        rc = add_original_position(L);
+    return rc;
+}
+
+/* A modality's rows ordered by their global cell's stored row (docs/design.md §4.2); its
+ * obsmap rewritten for the new orders: stored global cell j -> stored modality row. */
+static int lay_out_modality(const layout *G, cfs_modality *m)
+{
+    cfs_err *err = G->err;
+    uint64_t n = G->perm->n;
+    uint32_t *old_map = malloc((n ? n : 1) * sizeof *old_map);
+    uint32_t *new_map = malloc((n ? n : 1) * sizeof *new_map);
+    uint64_t *order = malloc((m->n_obs ? m->n_obs : 1) * sizeof *order);
+    uint64_t start = 0, k = 0;
+    int rc = old_map && new_map && order ? 0 : cfs_err_oom(err);
+    if (rc == 0 && cfs_array_read(m->obsmap, &start, &n, old_map, err) < 0)
+        rc = -1;
+    for (uint64_t j = 0; rc == 0 && j < n; j++) {
+        uint32_t row = old_map[G->perm->order[j]];
+        new_map[j] = row && k < m->n_obs ? (uint32_t)(k + 1) : 0;
+        if (row && k < m->n_obs)
+            order[k++] = row - 1;
+    }
+    free(old_map);
+    if (rc == 0 && k != m->n_obs)
+        rc = cfs_err_set(err, "obsmap/%s maps %llu of the modality's %llu cells", m->name,
+                         (unsigned long long)k, (unsigned long long)m->n_obs);
+    cfs_array *map = rc == 0 ? cfs_array_from_memory(CFS_UINT32, 1, &n, new_map) : NULL;
+    if (rc < 0 || !map) {
+        free(new_map);
+        free(order);
+        return rc < 0 ? -1 : cfs_err_oom(err);
+    }
+    cfs_array_unref(m->obsmap);
+    m->obsmap = map;
+    char prefix[300];
+    snprintf(prefix, sizeof prefix, "mod/%s/", m->name);
+    layout L = *G;
+    L.root = m->root;
+    L.prefix = prefix;
+    if (!(L.perm = cfs_perm_from_order(m->n_obs, order)))
+        return cfs_err_oom(err);
+    rc = lay_out(&L);
+    cfs_perm_unref(L.perm);
+    return rc < 0 ? cfs_err_prefix(err, "mod/%s", m->name) : 0;
+}
+
 static int apply_priority(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *err)
 {
     cfs_perm *perm = opts->source_ordered ? cfs_perm_identity(ds->n_obs)
                                           : cfs_perm_new(ds->n_obs, opts->seed);
-    layout L = {ds, perm,
-                {opts->memory, opts->workdir, opts->space, opts->progress}, err};
+    layout L = {ds->root, perm,
+                {opts->memory, opts->workdir, opts->space, opts->progress}, err, ""};
     if (!L.perm)
         return cfs_err_setc(err, CFS_ENOMEM, "out of memory ordering %llu cells",
                            (unsigned long long)ds->n_obs);
-    cfs_elem *obs = cfs_elem_child(ds->root, "obs");
-    int rc = obs ? permute_element(&L, obs) : 0;
-    if (rc == 0)
-        rc = permute_mapping(&L, "obsm");
-    if (rc == 0)
-        rc = permute_obsp(&L);
-    if (rc == 0)
-        rc = expressions(&L);
-    if (rc == 0 && obs)
-        rc = add_original_position(&L);
+    int rc = lay_out(&L);
+    for (size_t i = 0; rc == 0 && i < ds->nmods; i++)
+        rc = lay_out_modality(&L, &ds->mods[i]);
     if (rc == 0 && !opts->source_ordered)
         rc = add_priority_record(&L, opts->seed);
     cfs_perm_unref(L.perm);
@@ -209,7 +266,11 @@ static int apply_order(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *er
 
 int cfs_layout_apply(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err *err)
 {
-    if (apply_order(ds, opts, err) < 0)
+    if (apply_order(ds, opts, err) < 0 || cfs_pull_modality_embeddings(ds, err) < 0 ||
+        cfs_sparse_unify_indices(ds->root, err) < 0)
         return -1;
-    return cfs_sparse_unify_indices(ds->root, err);
+    for (size_t i = 0; i < ds->nmods; i++)
+        if (cfs_sparse_unify_indices(ds->mods[i].root, err) < 0)
+            return cfs_err_prefix(err, "mod/%s", ds->mods[i].name);
+    return 0;
 }

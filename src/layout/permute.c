@@ -7,7 +7,7 @@
 #include "priority.h"
 #include "sparse_index.h"
 
-static cfs_perm *perm_of(uint64_t n, uint64_t *order)
+cfs_perm *cfs_perm_from_order(uint64_t n, uint64_t *order)
 {
     cfs_perm *p = order ? calloc(1, sizeof *p) : NULL;
     if (!p) {
@@ -23,7 +23,7 @@ static cfs_perm *perm_of(uint64_t n, uint64_t *order)
 
 cfs_perm *cfs_perm_new(uint64_t n, uint64_t seed)
 {
-    return perm_of(n, cfs_priority_order(n, seed));
+    return cfs_perm_from_order(n, cfs_priority_order(n, seed));
 }
 
 cfs_perm *cfs_perm_identity(uint64_t n)
@@ -31,7 +31,7 @@ cfs_perm *cfs_perm_identity(uint64_t n)
     uint64_t *order = malloc((n ? n : 1) * sizeof *order);
     for (uint64_t j = 0; order && j < n; j++)
         order[j] = j;
-    return perm_of(n, order);
+    return cfs_perm_from_order(n, order);
 }
 
 const uint64_t *cfs_perm_pos(cfs_perm *p)

@@ -21,6 +21,8 @@ typedef struct cfs_perm {
 } cfs_perm;
 
 cfs_perm *cfs_perm_new(uint64_t n, uint64_t seed);
+/* The permutation of a given order (taken, freed on failure: NULL). */
+cfs_perm *cfs_perm_from_order(uint64_t n, uint64_t *order);
 /* Rows as they are: for a source already stored in priority order. */
 cfs_perm *cfs_perm_identity(uint64_t n);
 /* The inverse of order, made at the first call: only matrices and cell graphs need it, and at

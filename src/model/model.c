@@ -1,4 +1,5 @@
 #include "model.h"
+#include "strfmt.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -417,6 +418,17 @@ void cfs_dataset_free(cfs_dataset *ds)
     if (!ds)
         return;
     cfs_elem_free(ds->root);
+    for (size_t i = 0; i < ds->nmods; i++) {
+        cfs_elem_free(ds->mods[i].root);
+        cfs_array_unref(ds->mods[i].obsmap);
+        cfs_array_unref(ds->mods[i].varmap);
+    }
+    for (size_t i = 0; i < ds->nmods; i++) {
+        if (ds->mods[i].reader_free)
+            ds->mods[i].reader_free(ds->mods[i].reader);
+        free(ds->mods[i].name);
+    }
+    free(ds->mods);
     for (size_t i = 0; i < ds->nleftout; i++) {
         free(ds->leftout[i].element);
         free(ds->leftout[i].reason);
@@ -452,4 +464,42 @@ int cfs_dataset_leave_out(cfs_dataset *ds, const char *element, const char *fmt,
     }
     ds->nleftout++;
     return 0;
+}
+
+cfs_modality *cfs_dataset_modality(const cfs_dataset *ds, const char *name)
+{
+    for (size_t i = 0; i < ds->nmods; i++)
+        if (strcmp(ds->mods[i].name, name) == 0)
+            return &ds->mods[i];
+    return NULL;
+}
+
+cfs_modality *cfs_dataset_add_modality(cfs_dataset *ds, const char *name, cfs_dataset *sub,
+                                       cfs_err *err)
+{
+    cfs_modality *grown = realloc(ds->mods, (ds->nmods + 1) * sizeof *grown);
+    char *copy = grown ? strdup(name) : NULL;
+    if (grown)
+        ds->mods = grown;
+    for (size_t i = 0; copy && i < sub->nleftout; i++) {
+        char *element = cfs_strdupf("mod/%s/%s", name, sub->leftout[i].element);
+        if (!element || cfs_dataset_leave_out(ds, element, "%s", sub->leftout[i].reason) < 0) {
+            free(copy);
+            copy = NULL;
+        }
+        free(element);
+    }
+    if (!copy) {
+        cfs_dataset_free(sub);
+        cfs_err_oom(err);
+        return NULL;
+    }
+    cfs_modality *m = &ds->mods[ds->nmods++];
+    *m = (cfs_modality){.name = copy, .root = sub->root, .n_obs = sub->n_obs,
+                        .n_vars = sub->n_vars, .reader = sub->reader,
+                        .reader_free = sub->reader_free};
+    sub->root = NULL;
+    sub->reader_free = NULL;
+    cfs_dataset_free(sub);
+    return m;
 }

@@ -121,8 +121,27 @@ typedef struct cfs_leftout {
     char *reason;
 } cfs_leftout;
 
+/*
+ * One modality of a dataset of several (docs/design.md §3): an AnnData of its own over a subset
+ * of the dataset's cells, and how its rows and features relate to the dataset's global ones.
+ * MuData modalities and an R object's assays are both this.
+ */
+typedef struct cfs_modality {
+    char *name;
+    cfs_elem *root;             /* kind CFS_EL_ANNDATA: its own obs, var, X, layers, obsm, ... */
+    uint64_t n_obs, n_vars;
+    /* UINT32, one per global cell (ds->n_obs): the 1-based row of that cell in this modality,
+     * 0 when it has none. varmap the same per global feature (ds->n_vars). */
+    cfs_array *obsmap, *varmap;
+    /* What the modality's arrays read from, freed after every element of the dataset. */
+    void *reader;
+    void (*reader_free)(void *reader);
+} cfs_modality;
+
 typedef struct cfs_dataset {
-    cfs_elem *root;             /* kind CFS_EL_ANNDATA */
+    /* kind CFS_EL_ANNDATA. With modalities: the global obs, var, obsm, obsp, uns (and varm,
+     * varp), no X. */
+    cfs_elem *root;
     char *source;               /* path of the input */
     char *format;               /* registry name, e.g. "h5ad" (the registry sets it) */
     char *format_version;       /* e.g. "anndata 0.1.0" */
@@ -136,6 +155,10 @@ typedef struct cfs_dataset {
      * index, a worker's proxy), freed by reader_free after every element is gone. */
     void *reader;
     void (*reader_free)(void *reader);
+    /* Several modalities sharing the global cells (n_obs = the global obs); 0 for a plain
+     * AnnData-shaped dataset. */
+    cfs_modality *mods;
+    size_t nmods;
 } cfs_dataset;
 
 /* Construction helpers (the readers' vocabulary). All abort-free: NULL on allocation failure. */
@@ -183,6 +206,13 @@ const char *cfs_elem_kind_name(cfs_elem_kind kind);
 /* An empty dataset of the input at source; its format is set by the registry after the open. */
 cfs_dataset *cfs_dataset_new(const char *source);
 void cfs_dataset_free(cfs_dataset *ds);
+/* Moves the AnnData-shaped dataset sub (its root, sizes, left-out list prefixed with
+ * "mod/<name>/", reader) into ds as a new last modality named name, and frees sub's shell.
+ * The maps are left NULL for the caller. On failure sub is freed too and err says why. */
+cfs_modality *cfs_dataset_add_modality(cfs_dataset *ds, const char *name, cfs_dataset *sub,
+                                       cfs_err *err);
+/* The modality named name, or NULL. */
+cfs_modality *cfs_dataset_modality(const cfs_dataset *ds, const char *name);
 int cfs_dataset_leave_out(cfs_dataset *ds, const char *element, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -353,6 +353,51 @@ static int render(builder *b, const char *path, const cfs_elem *el)
     return cfs_err_set(b->err, "%s: unknown element kind", path);
 }
 
+/* obsmap/ or varmap/: a dict of one uint32 array per modality, as anndata writes mudata's. */
+static int render_maps(builder *b, const cfs_dataset *ds, const char *key)
+{
+    if (add_group(b, key, cfs_encoding_attrs("dict", "0.1.0")) < 0)
+        return -1;
+    for (size_t i = 0; i < ds->nmods; i++) {
+        const cfs_modality *m = &ds->mods[i];
+        cfs_array *map = key[0] == 'o' ? m->obsmap : m->varmap;
+        if (add_child_array(b, key, m->name, map, array_attrs(map)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/*
+ * A dataset of several modalities as a MuData store, in mudata's own layout: the root tagged
+ * MuData, the global elements, mod/<name> each an AnnData group (mod/'s mod-order keeps the
+ * modalities' order), obsmap/ and varmap/.
+ */
+static int render_multimodal(builder *b, const cfs_dataset *ds)
+{
+    json_t *attrs = cfs_encoding_attrs("MuData", "0.1.0");
+    json_t *order = json_array();
+    if (attrs)
+        json_object_set_new(attrs, "axis", json_integer(0));
+    for (size_t i = 0; order && i < ds->nmods; i++)
+        json_array_append_new(order, json_string(ds->mods[i].name));
+    json_t *mod_attrs = order ? json_pack("{s:o}", "mod-order", order) : NULL;
+    if (add_group(b, "", attrs) < 0) {
+        json_decref(mod_attrs);
+        return -1;
+    }
+    for (size_t i = 0; i < ds->root->nchildren; i++)
+        if (render_child(b, "", ds->root->children[i]->name, ds->root->children[i]) < 0) {
+            json_decref(mod_attrs);
+            return -1;
+        }
+    if (add_group(b, "mod", mod_attrs) < 0)
+        return -1;
+    for (size_t i = 0; i < ds->nmods; i++)
+        if (render_child(b, "mod", ds->mods[i].name, ds->mods[i].root) < 0)
+            return -1;
+    return render_maps(b, ds, "obsmap") < 0 ? -1 : render_maps(b, ds, "varmap");
+}
+
 cfs_store *cfs_store_new(const cfs_dataset *ds, const cfs_store_opts *opts, cfs_err *err)
 {
     cfs_store *st = calloc(1, sizeof *st);
@@ -362,7 +407,7 @@ cfs_store *cfs_store_new(const cfs_dataset *ds, const cfs_store_opts *opts, cfs_
     }
     st->opts = *opts;
     builder b = {st, 0, err};
-    if (render(&b, "", ds->root) < 0) {
+    if ((ds->nmods ? render_multimodal(&b, ds) : render(&b, "", ds->root)) < 0) {
         cfs_store_free(st);
         return NULL;
     }

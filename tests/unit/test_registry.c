@@ -247,18 +247,19 @@ static void test_table_derived(const char *dir)
     CHECK(cfs_format_stem_len("GSM1_s1_matrix.mtx.gz") == 7 && cfs_format_stem_len("q.mtx") == 1);
     CHECK(cfs_format_candidate_name("d/matrix.mtx"));
     CHECK(cfs_format_stem_len("pbmc.zarr") == 4 && cfs_format_stem_len("x.ZARR") == 1);
+    CHECK(cfs_format_stem_len("cite.h5mu") == 4 && cfs_format_candidate_name("d/cite.h5mu"));
     CHECK(cfs_format_stem_len("pbmc.rds") == 4 && cfs_format_stem_len("pbmc.rds.gz") == 4 &&
           cfs_format_stem_len("ws.RData") == 2 && cfs_format_stem_len("ws.rdata") == 2 &&
           cfs_format_stem_len("ws.rda.xz") == 2 && cfs_format_candidate_name("d/x.rds.bz2"));
     CHECK(cfs_format_unnamed_folder("outs", 4) && cfs_format_unnamed_folder("count", 5) &&
           !cfs_format_unnamed_folder("outs2", 5));
-    char list[768];
+    char list[1200];
     cfs_format_list_text(list, sizeof list);
     int summaries = 0;
     for (const cfs_format *const *f = cfs_formats(); *f; f++)
         summaries += strstr(list, (*f)->summary) != NULL && (*f)->name && (*f)->probe &&
                      (*f)->open;
-    CHECK(summaries == 7);
+    CHECK(summaries == 9);
 
     /* The refusal texts come from the table. */
     char path[4200];
@@ -456,7 +457,7 @@ static void test_demo_format(const char *dir)
     cfs_formats_replace(table);
 
     CHECK(cfs_format_candidate_name("x/three.cells") && cfs_format_stem_len("three.cells") == 5);
-    char list[768];
+    char list[1200];
     CHECK(strstr(cfs_format_list_text(list, sizeof list), "demonstration cell lists (.cells)"));
     cfs_dataset *ds = NULL;
     CHECK(cfs_format_open(path, &ds, &err) == 0 && ds);
