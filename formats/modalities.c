@@ -180,3 +180,68 @@ int cfs_modality_set_maps(cfs_dataset *ds, cfs_modality *m, cfs_array *obsmap,
     }
     return set_map(ds, m, false, varmap, err);
 }
+
+/* The stacked features: every modality's var index in turn, as the global var. */
+static int stacked_var(cfs_dataset *ds, cfs_err *err)
+{
+    uint64_t total = 0;
+    for (size_t k = 0; k < ds->nmods; k++)
+        total += ds->mods[k].n_vars;
+    char **names = calloc(total ? total : 1, sizeof *names);
+    if (!names)
+        return cfs_err_oom(err);
+    uint64_t at = 0;
+    for (size_t k = 0; k < ds->nmods; k++) {
+        uint64_t n = 0;
+        char **local = index_names(ds->mods[k].root, "var", &n, err);
+        if (!local || n != ds->mods[k].n_vars) {
+            if (local)
+                cfs_strings_free(local, n);
+            free(local);
+            cfs_strings_free(names, at);
+            free(names);
+            return local ? cfs_err_set(err, "mod/%s: its var is not its features",
+                                       ds->mods[k].name) : -1;
+        }
+        memcpy(names + at, local, n * sizeof *names);
+        free(local);
+        at += n;
+    }
+    cfs_array *ix = cfs_array_from_memory(CFS_STRING, 1, &total, names);
+    cfs_elem *var = cfs_elem_new(CFS_EL_DATAFRAME, "var");
+    if (!ix || !var || !(var->index = cfs_elem_from_array(CFS_EL_ARRAY, "_index", ix)) ||
+        !(var->index_name = strdup("_index"))) {
+        if (!ix) {
+            cfs_strings_free(names, total);
+            free(names);
+        } else if (!var || !var->index)
+            cfs_array_unref(ix);
+        cfs_elem_free(var);
+        return cfs_err_oom(err);
+    }
+    cfs_elem_remove(ds->root, "var");
+    ds->n_vars = total;
+    return cfs_elem_add_or_free(ds->root, var, err);
+}
+
+int cfs_mods_stack(cfs_dataset *ds, cfs_err *err)
+{
+    if (stacked_var(ds, err) < 0)
+        return -1;
+    uint64_t offset = 0;
+    for (size_t k = 0; k < ds->nmods; k++) {
+        cfs_modality *m = &ds->mods[k];
+        uint32_t *map = calloc(ds->n_vars ? ds->n_vars : 1, sizeof *map);
+        for (uint64_t i = 0; map && i < m->n_vars; i++)
+            map[offset + i] = (uint32_t)(i + 1);
+        cfs_array *varmap = map ? cfs_array_from_memory(CFS_UINT32, 1, &ds->n_vars, map) : NULL;
+        if (!varmap) {
+            free(map);
+            return cfs_err_oom(err);
+        }
+        if (cfs_modality_set_maps(ds, m, NULL, varmap, err) < 0)
+            return cfs_err_prefix(err, "mod/%s", m->name);
+        offset += m->n_vars;
+    }
+    return 0;
+}

@@ -26,4 +26,10 @@ int cfs_mods_read(cfs_dataset *ds, char *const *present, size_t n, char *const *
 int cfs_modality_set_maps(cfs_dataset *ds, cfs_modality *m, cfs_array *obsmap,
                           cfs_array *varmap, cfs_err *err);
 
+/* For inputs whose modalities measure the same cells and features of their own (an R
+ * object's assays or alternative experiments): the global var becomes every modality's
+ * features in turn (ds->n_vars their sum), each varmap its block of them, each obsmap derived
+ * from the cells' names. ds's global obs must be set. -1 with the reason in err. */
+int cfs_mods_stack(cfs_dataset *ds, cfs_err *err);
+
 #endif

@@ -25,6 +25,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
+import test_mudata
 from conftest import (
     FIXTURES_DIR,
     assert_adata_equal,
@@ -45,11 +46,11 @@ SEURAT = {
     "seurat_xz.rds": {"id": "seurat_xz"},
     "seurat.RData": {"id": "seurat"},
     "seurat_v5.rds": {"id": "seurat_v5", "v5": True},
-    "seurat_adt.rds": {"id": "seurat_adt", "left_out": [
-        "assay ADT: a second assay",
-        "layers/scale.data: it is 3 x 10 where the assay has 14 features and 10 cells (Seurat "
-        "scales only the variable features by default; ScaleData(features = rownames(obj)) "
-        "scales them all)"]},
+    # two assays: a MuData store, one modality each (the default first)
+    "seurat_adt.rds": {"id": "seurat_adt", "modalities": ["RNA", "ADT"], "left_out": [
+        "mod/RNA/layers/scale.data: it is 3 x 10 where the assay has 14 features and 10 cells "
+        "(Seurat scales only the variable features by default; ScaleData(features = "
+        "rownames(obj)) scales them all)"]},
     "seurat_scaled.rds": {"id": "seurat_scaled"},
 }
 SCE = {
@@ -203,9 +204,51 @@ def _plain_values(path):
 
 
 def check_store(path, file, ds_id=None):
-    store = ad.read_zarr(str(path))
     ds_id = ds_id or ALL[file]["id"]
+    if ALL[file].get("modalities"):
+        return check_modal_store(path, file, ds_id)
+    store = ad.read_zarr(str(path))
     assert_adata_equal(store, oracle(file), dataset_id=ds_id, dataset_name=ds_id)
+
+
+def check_modal_store(path, file, ds_id):
+    """A Seurat object of several assays as a MuData store: the object's obs, obsm, obsp and
+    uns global, each assay a modality (X its data, layers/counts, var its features), the
+    global var every assay's features in turn, each map naming the right rows."""
+    e = ALL[file]
+    whole = oracle(file)   # the default assay as one AnnData, with the object's parts
+    d = RDS / e.get("oracle", f"{file}.oracle")
+    st = test_mudata.Store(path)
+    assert dict(st.root.attrs) == {"encoding-type": "MuData", "encoding-version": "0.1.0",
+                                   "axis": 0}
+    assert list(st.mods) == e["modalities"]
+    glob = ad.AnnData(obs=st.obs, obsm=dict(st.obsm), obsp=dict(st.obsp), uns=dict(st.uns))
+    want = ad.AnnData(obs=whole.obs, obsm=dict(whole.obsm), obsp=dict(whole.obsp),
+                      uns=dict(whole.uns))
+    assert_adata_equal(glob, want, dataset_id=ds_id, dataset_name=ds_id)
+    cells = pd.DataFrame(index=whole.obs_names)
+    mods = {e["modalities"][0]: ad.AnnData(X=whole.X, obs=cells, var=whole.var,
+                                           layers=dict(whole.layers), dtype=np.float64)}
+    for name in e["modalities"][1:]:
+        md = d / f"assay_{name}"
+        mods[name] = ad.AnnData(X=_mm(md / "X.mtx").T.tocsr(), obs=cells,
+                                var=_frame(md, "var"),
+                                layers={"counts": _mm(md / "counts.mtx").T.tocsr()},
+                                dtype=np.float64)
+    offset = 0
+    gpos = st.obs["cellucid_original_position"].to_numpy()
+    for name, want_mod in mods.items():
+        assert_adata_equal(st.mods[name], want_mod)
+        mpos = st.mods[name].obs["cellucid_original_position"].to_numpy()
+        # every assay holds every cell: global cell j is row obsmap[j] - 1 of the modality
+        assert np.array_equal(mpos[st.obsmap[name].astype(np.int64) - 1], gpos), name
+        n = want_mod.n_vars
+        block = np.zeros(len(st.var), dtype=np.uint32)
+        block[offset:offset + n] = np.arange(1, n + 1)
+        assert np.array_equal(st.varmap[name], block), name
+        assert list(st.var.index[offset:offset + n]) == list(want_mod.var_names), name
+        offset += n
+    assert offset == len(st.var)
 
 
 def export(cfs, src, out):
@@ -230,8 +273,6 @@ def test_export_equals_r(file, cfs, tmp_path):
     assert len(lines) == len(want), describe(r)
     for w, line in zip(want, lines):
         assert w in line, describe(r)
-    if file == "seurat_adt.rds":
-        assert "MuData" in lines[0] and 'DefaultAssay(obj) <- "ADT"' in lines[0], lines
 
 
 @pytest.mark.parametrize("name,make", [
@@ -272,16 +313,39 @@ def test_mounted_equals_r(cfs, mounts, tmp_path):
     """A folder of R files, mounted: each store read through the mount equals R's reading."""
     src = tmp_path / "src"
     src.mkdir()
-    files = ["seurat.rds", "seurat_xz.rds", "seurat_v5.rds", "sce.rds", "frame.rds"]
+    files = ["seurat.rds", "seurat_xz.rds", "seurat_v5.rds", "seurat_adt.rds", "sce.rds",
+             "frame.rds"]
     for f in files:
         shutil.copy(RDS / f, src / f)
     m = mounts(src)
     for f in files[:-1]:
         check_store(m.mnt / f"{ALL[f]['id']}.zarr", f)
     cat = json.loads((m.mnt / "datasets.json").read_text())
-    assert [d["id"] for d in cat["datasets"]] == ["sce", "seurat", "seurat_v5", "seurat_xz"], cat
+    assert [d["id"] for d in cat["datasets"]] == ["sce", "seurat", "seurat_adt", "seurat_v5",
+                                                  "seurat_xz"], cat
     status = json.dumps(json.loads((m.mnt / "status.json").read_text()))
     assert "frame.rds" in status and "not a Seurat or SingleCellExperiment" in status, status
+
+
+def test_assay_modalities_used_as_anndata(cfs, tmp_path):
+    """Each assay of a two-assay Seurat store used the way people use an AnnData: a subset of
+    its cells and features, copied, written and read back, holds the subset's values."""
+    out = tmp_path / "out"
+    export(cfs, RDS / "seurat_adt.rds", out)
+    for name in ["RNA", "ADT"]:
+        a = ad.read_zarr(str(out / "seurat_adt.zarr" / "mod" / name))
+        cells = a.obs_names[[0, 3, 5, 7]]
+        genes = a.var_names[: max(2, a.n_vars // 2)]
+        sub = a[cells, genes].copy()
+        assert sub.shape == (4, len(genes))
+        full = a.X.toarray()
+        rows = [list(a.obs_names).index(c) for c in cells]
+        cols = [list(a.var_names).index(g) for g in genes]
+        assert np.array_equal(sub.X.toarray(), full[np.ix_(rows, cols)]), name
+        sub.write_h5ad(tmp_path / f"{name}.h5ad")
+        back = ad.read_h5ad(tmp_path / f"{name}.h5ad")
+        assert np.array_equal(back.X.toarray(), sub.X.toarray()), name
+        assert np.array_equal(back.layers["counts"].toarray(), sub.layers["counts"].toarray())
 
 
 def test_split_layers_refused_one_line(cfs, tmp_path):

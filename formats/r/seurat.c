@@ -9,13 +9,15 @@
  *   obsm    each DimReduc's cell.embeddings as X_<name lower-case> (X_umap, X_pca, X_tsne)
  *   obsp    each Graph (RNA_snn, ...) as it is
  *   uns     misc's plain values as uns/misc
- * Other assays are left out with their names: one store holds one assay until the MuData store
- * (not written yet) shows them as modalities.
+ * An object with several assays is several modalities (a MuData store: docs/design.md §3):
+ * one per assay, the default first, each with its X, layers and var; obs, obsm, obsp and uns
+ * are the object's, global; the global var is every assay's features in turn.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "modalities.h"
 #include "robjects.h"
 #include "strfmt.h"
 #include "strset.h"
@@ -234,6 +236,164 @@ static const char *split_layers(const r_obj *layers)
     return NULL;
 }
 
+/* The matrices and features of assay (named name; what: "the default assay 'RNA'" or
+ * "assay 'ADT'", for messages) into c->ds: X (data, or counts when it has no data), layers
+ * counts and scale.data, var. Its cells: the assay's own names (an Assay5's cells LogMap, an
+ * Assay's matrix column names), or rather obj_cells (meta.data's row names) when they are as
+ * many.
+ * -1 refuses the assay with the reason. */
+static int assay_build(const rconv *c, const r_obj *assay, const char *what,
+                       const r_obj *obj_cells, const r_obj **cells_out, uint64_t *ncell_out,
+                       cfs_err *err)
+{
+    if (!assay || assay->type != R_S4)
+        return cfs_err_setc(err, CFS_EREFUSED, "%s of this Seurat object is not an Assay", what);
+    bool v5 = r_inherits(assay, "Assay5") || r_inherits(assay, "StdAssay");
+    const r_obj *layers = v5 ? r_slot(assay, "layers") : NULL;
+    const r_obj *data = v5 ? r_list_get(layers, "data") : r_slot(assay, "data");
+    const r_obj *counts = v5 ? r_list_get(layers, "counts") : r_slot(assay, "counts");
+    const r_obj *scale = v5 ? r_list_get(layers, "scale.data") : r_slot(assay, "scale.data");
+    uint64_t nfeat = 0, ncell = 0;
+    bool data_ok = data && rc_dims(data, &nfeat, &ncell) && (nfeat || ncell);
+    if (!data_ok && counts && rc_dims(counts, &nfeat, &ncell) && (nfeat || ncell)) {
+        data = counts;   /* an assay with counts only: X = counts */
+        counts = NULL;
+    } else if (!data_ok && v5 && split_layers(layers)) {
+        return cfs_err_setc(err, CFS_EREFUSED, "%s of this Seurat object holds split layers "
+                            "(%s): one matrix per sample is not read yet; run obj <- "
+                            "JoinLayers(obj) in R and save it again", what,
+                            split_layers(layers));
+    } else if (!data_ok) {
+        const char *cls = data ? r_class_name(data) : NULL;
+        return cfs_err_setc(err, CFS_EREFUSED, "%s of this Seurat object has no data or counts "
+                            "matrix this version reads (%s); save it with its matrices in "
+                            "memory (a dgCMatrix)", what,
+                            cls ? cls : data ? r_type_name(data->type) : "none");
+    }
+    const r_obj *feat = v5 ? rc_dimnames(r_slot(assay, "features"), 0) : rc_dimnames(data, 0);
+    const r_obj *cells = v5 ? rc_dimnames(r_slot(assay, "cells"), 0) : rc_dimnames(data, 1);
+    if (obj_cells && obj_cells->length == ncell)
+        cells = obj_cells;
+    if (!feat || feat->length != nfeat || !cells || cells->length != ncell)
+        return cfs_err_setc(err, CFS_EDAMAGED, "%s of this Seurat object does not name its "
+                            "%llu features and %llu cells; re-save it from R", what,
+                            (ull)nfeat, (ull)ncell);
+    c->ds->n_obs = ncell;
+    c->ds->n_vars = nfeat;
+    const char *why = NULL;
+    cfs_elem *x = rc_matrix_t(c, data, "X", &why, err);
+    if (!x)
+        return why ? cfs_err_setc(err, CFS_EREFUSED, "the data of %s is %s", what, why)
+                   : cfs_err_oom(err);
+    if (cfs_elem_add_or_free(c->ds->root, x, err) < 0 ||
+        var_frame(c, assay, v5, feat, nfeat, err) < 0)
+        return -1;
+    cfs_elem *lay = cfs_elem_ensure_dict(c->ds->root, "layers");
+    if (!lay)
+        return cfs_err_oom(err);
+    if (layer(c, lay, counts, "counts", "layers/counts", nfeat, ncell, feat, err) < 0 ||
+        layer(c, lay, scale, "scale.data", "layers/scale.data", nfeat, ncell, feat, err) < 0)
+        return -1;
+    *cells_out = cells;
+    *ncell_out = ncell;
+    return 0;
+}
+
+/* The object's cells: meta.data's row names. */
+static const r_obj *object_cells(const r_obj *so)
+{
+    const r_obj *rn = r_attr(r_slot(so, "meta.data"), "row.names");
+    return rn && rn->type == R_STR ? rn : NULL;
+}
+
+/* What the object holds besides its assays: obs, obsm, obsp, uns/misc, into c->ds. */
+static int object_parts(const rconv *c, const r_obj *so, const r_obj *cells, uint64_t ncell,
+                        cfs_err *err)
+{
+    if (obs_frame(c, so, cells, ncell, err) < 0 || reductions(c, so, cells, ncell, err) < 0 ||
+        graphs(c, so, ncell, err) < 0 || rc_uns(c, r_slot(so, "misc"), "misc", err) < 0)
+        return -1;
+    return 0;
+}
+
+static int set_version(const rconv *c, const r_obj *so, bool v5, cfs_err *err)
+{
+    const r_obj *ver = r_slot(so, "version");
+    const r_obj *vv = ver && ver->type == R_VEC ? r_vec_at(ver, 0) : NULL;
+    const int32_t *vi = vv && vv->type == R_INT && vv->length >= 3 ? r_ints(vv) : NULL;
+    c->ds->format_version = vi ? cfs_strdupf("SeuratObject %d.%d.%d, %s", vi[0], vi[1], vi[2],
+                                             v5 ? "Assay5" : "Assay")
+                               : cfs_strdupf("SeuratObject, %s", v5 ? "Assay5" : "Assay");
+    return c->ds->format_version ? 0 : cfs_err_oom(err);
+}
+
+/* One assay of several, built as a modality's dataset (its own X, layers, var; obs its cells'
+ * names); NULL with err (refused: the reason) or out of memory. */
+static cfs_dataset *assay_modality(const rconv *c, const r_obj *assay, const char *what,
+                                   const r_obj *obj_cells, cfs_err *err)
+{
+    cfs_dataset *sub = cfs_dataset_new(c->ds->source);
+    if (!sub || !(sub->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))) {
+        cfs_dataset_free(sub);
+        cfs_err_oom(err);
+        return NULL;
+    }
+    rconv mc = {.file = c->file, .sink = c->sink, .ds = sub};
+    const r_obj *cells = NULL;
+    uint64_t ncell = 0;
+    cfs_elem *obs = NULL;
+    char **ix = NULL;
+    if (assay_build(&mc, assay, what, obj_cells, &cells, &ncell, err) < 0 ||
+        !(ix = rc_strings(cells, NULL)) ||
+        rc_frame(&mc, "obs", ix, ncell, NULL, "obs", &obs, err) < 0 ||
+        cfs_elem_add_or_free(sub->root, obs, err) < 0) {
+        if (cells && !ix)
+            cfs_err_oom(err);
+        cfs_dataset_free(sub);
+        return NULL;
+    }
+    return sub;
+}
+
+/* Several assays: one modality each (the default first), the object's cells, reductions and
+ * graphs global. An assay other than the default that cannot be read is left out with its
+ * reason. */
+static int seurat_modalities(const rconv *c, const r_obj *so, const char *const *names,
+                             const r_obj *const *assays, size_t n, cfs_err *err)
+{
+    const r_obj *cells = object_cells(so);
+    if (!cells)
+        return cfs_err_setc(err, CFS_EDAMAGED, "a Seurat object whose meta.data does not name "
+                            "its cells; re-save it from R");
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        char *what = k == 0 ? cfs_strdupf("the default assay '%s'", names[k])
+                            : cfs_strdupf("assay '%s'", names[k]);
+        cfs_err aerr = {0};
+        cfs_dataset *sub = what ? assay_modality(c, assays[k], what, cells, &aerr) : NULL;
+        if (!what)
+            rc = cfs_err_oom(err);
+        else if (sub)
+            rc = cfs_dataset_add_modality(c->ds, names[k], sub, err) ? 0 : -1;
+        else if (k == 0 || aerr.status == CFS_ENOMEM) {
+            *err = aerr;
+            rc = -1;
+        } else {
+            char *el = cfs_strdupf("assay %s", names[k]);
+            rc = el && cfs_dataset_leave_out(c->ds, el, "%s", aerr.msg) == 0 ? 0
+                                                                             : cfs_err_oom(err);
+            free(el);
+        }
+        free(what);
+    }
+    if (rc < 0)
+        return -1;
+    c->ds->n_obs = cells->length;
+    if (object_parts(c, so, cells, cells->length, err) < 0)
+        return -1;
+    return cfs_mods_stack(c->ds, err);
+}
+
 int r_seurat_build(const rconv *c, const r_obj *so, cfs_err *err)
 {
     const r_obj *assays = r_slot(so, "assays");
@@ -244,78 +404,39 @@ int r_seurat_build(const rconv *c, const r_obj *so, cfs_err *err)
         return cfs_err_setc(err, CFS_EREFUSED, "a Seurat object without its default assay "
                             "('%s'); re-save it from R after DefaultAssay(obj) <- \"RNA\"",
                             def ? def : "?");
-    for (uint64_t i = 0; assays->type == R_VEC && i < assays->length; i++) {
-        const char *an = r_str_at(names, i, NULL);
-        if (!an || strcmp(an, def) == 0)
-            continue;
-        char what[200];
-        snprintf(what, sizeof what, "assay %s", an);
-        char why[512];
-        snprintf(why, sizeof why, "a second assay of this Seurat object (%s, class %s): the store "
-                 "shows the default assay '%s' only (one MuData store with a modality per assay "
-                 "is not written yet; to serve this one: DefaultAssay(obj) <- \"%s\" and save "
-                 "again)", an,
-                 r_class_name(assays->u.items[i]) ? r_class_name(assays->u.items[i]) : "?",
-                 def, an);
-        if (leave(c, what, why, err) < 0)
-            return -1;
-    }
     bool v5 = r_inherits(assay, "Assay5") || r_inherits(assay, "StdAssay");
-    const r_obj *layers = v5 ? r_slot(assay, "layers") : NULL;
-    const r_obj *data = v5 ? r_list_get(layers, "data") : r_slot(assay, "data");
-    const r_obj *counts = v5 ? r_list_get(layers, "counts") : r_slot(assay, "counts");
-    const r_obj *scale = v5 ? r_list_get(layers, "scale.data") : r_slot(assay, "scale.data");
-    uint64_t nfeat = 0, ncell = 0;
-    bool data_ok = data && rc_dims(data, &nfeat, &ncell) && (nfeat || ncell);
-    if (!data_ok && counts && rc_dims(counts, &nfeat, &ncell) && (nfeat || ncell)) {
-        data = counts;   /* an Assay5 with counts only: X = counts */
-        counts = NULL;
-    } else if (!data_ok && v5 && split_layers(layers)) {
-        return cfs_err_setc(err, CFS_EREFUSED, "the default assay '%s' of this Seurat object "
-                            "holds split layers (%s): one matrix per sample is not read yet; "
-                            "run obj <- JoinLayers(obj) in R and save it again", def,
-                            split_layers(layers));
-    } else if (!data_ok) {
-        const char *cls = data ? r_class_name(data) : NULL;
-        return cfs_err_setc(err, CFS_EREFUSED, "the default assay '%s' of this Seurat object "
-                            "has no data or counts matrix this version reads (%s); save it with "
-                            "its matrices in memory (a dgCMatrix)", def,
-                            cls ? cls : data ? r_type_name(data->type) : "none");
-    }
-    const r_obj *feat = v5 ? rc_dimnames(r_slot(assay, "features"), 0) : rc_dimnames(data, 0);
-    const r_obj *cells = v5 ? rc_dimnames(r_slot(assay, "cells"), 0) : rc_dimnames(data, 1);
-    const r_obj *md = r_slot(so, "meta.data");
-    const r_obj *rn = r_attr(md, "row.names");
-    if (rn && rn->type == R_STR && rn->length == ncell)
-        cells = rn;
-    if (!feat || feat->length != nfeat || !cells || cells->length != ncell)
-        return cfs_err_setc(err, CFS_EDAMAGED, "the default assay '%s' of this Seurat object "
-                            "does not name its %llu features and %llu cells; re-save it from R",
-                            def, (ull)nfeat, (ull)ncell);
-    c->ds->n_obs = ncell;
-    c->ds->n_vars = nfeat;
-    const char *why = NULL;
-    cfs_elem *x = rc_matrix_t(c, data, "X", &why, err);
-    if (!x)
-        return why ? cfs_err_setc(err, CFS_EREFUSED, "the data of assay '%s' is %s", def, why)
-                   : cfs_err_oom(err);
-    if (cfs_elem_add_or_free(c->ds->root, x, err) < 0 || obs_frame(c, so, cells, ncell, err) < 0 ||
-        var_frame(c, assay, v5, feat, nfeat, err) < 0)
-        return -1;
-    cfs_elem *lay = cfs_elem_ensure_dict(c->ds->root, "layers");
-    if (!lay)
+    uint64_t n = assays->type == R_VEC ? assays->length : 0;
+    const char **mod_names = calloc(n ? n : 1, sizeof *mod_names);
+    const r_obj **mods = calloc(n ? n : 1, sizeof *mods);
+    size_t nmods = 0;
+    if (!mod_names || !mods) {
+        free(mod_names);
+        free(mods);
         return cfs_err_oom(err);
-    if (layer(c, lay, counts, "counts", "layers/counts", nfeat, ncell, feat, err) < 0 ||
-        layer(c, lay, scale, "scale.data", "layers/scale.data", nfeat, ncell, feat, err) < 0)
-        return -1;
-    if (reductions(c, so, cells, ncell, err) < 0 || graphs(c, so, ncell, err) < 0 ||
-        rc_uns(c, r_slot(so, "misc"), "misc", err) < 0)
-        return -1;
-    const r_obj *ver = r_slot(so, "version");
-    const r_obj *vv = ver && ver->type == R_VEC ? r_vec_at(ver, 0) : NULL;
-    const int32_t *vi = vv && vv->type == R_INT && vv->length >= 3 ? r_ints(vv) : NULL;
-    c->ds->format_version = vi ? cfs_strdupf("SeuratObject %d.%d.%d, %s", vi[0], vi[1], vi[2],
-                                             v5 ? "Assay5" : "Assay")
-                               : cfs_strdupf("SeuratObject, %s", v5 ? "Assay5" : "Assay");
-    return c->ds->format_version ? 0 : cfs_err_oom(err);
+    }
+    mod_names[nmods] = def;
+    mods[nmods++] = assay;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *an = r_str_at(names, i, NULL);
+        if (an && strcmp(an, def) != 0) {
+            mod_names[nmods] = an;
+            mods[nmods++] = assays->u.items[i];
+        }
+    }
+    int rc;
+    if (nmods > 1)
+        rc = seurat_modalities(c, so, mod_names, mods, nmods, err);
+    else {
+        char *what = cfs_strdupf("the default assay '%s'", def);
+        const r_obj *cells = NULL;
+        uint64_t ncell = 0;
+        rc = !what ? cfs_err_oom(err)
+                   : assay_build(c, assay, what, object_cells(so), &cells, &ncell, err);
+        free(what);
+        if (rc == 0)
+            rc = object_parts(c, so, cells, ncell, err);
+    }
+    free(mod_names);
+    free(mods);
+    return rc < 0 ? -1 : set_version(c, so, v5, err);
 }
