@@ -10,6 +10,8 @@
 #include "inspect.h"
 #include "options.h"
 #include "format.h"
+#include "number.h"
+#include "worker.h"
 
 static const char usage[] =
     "Usage: cellucid-fs mount [-f] [-d] [-o OPT[,OPT...]] SRC MNT\n"
@@ -153,6 +155,11 @@ int main(int argc, char **argv)
         print_usage(stdout);
         return 0;
     }
+    /* A reader worker started by this program (src/isolate/spawn.c), not by people. */
+    uint64_t fd, memory;
+    if (strcmp(argv[1], CFS_WORKER_FLAG) == 0 && argc == 4 && cfs_parse_u64(argv[2], &fd) &&
+        fd < 1024 && cfs_parse_u64(argv[3], &memory))
+        return cfs_reader_worker_main((int)fd, memory);
     if (strcmp(argv[1], "--version") == 0) {
         printf("cellucid-fs %s\n", PACKAGE_VERSION);
         return 0;
