@@ -117,6 +117,17 @@ static int lose_worker(handle *h, const char *operation, const char *element, bo
                         "damaged; re-download or re-write it", what);
 }
 
+/* What a lost worker did when it did not die of itself: ran out of memory, or err's reason. */
+static void describe_loss(const handle *h, bool out_of_memory, const cfs_err *err, char *why,
+                          size_t len)
+{
+    if (out_of_memory)
+        snprintf(why, len, "ran out of its memory limit of %llu MiB (killed)",
+                 (unsigned long long)(h->memory >> 20));
+    else
+        snprintf(why, len, "broke off (%.900s)", err->msg);
+}
+
 /* A reply's status and, when not CFS_OK, its reason into err (the rest of a short frame). */
 static int read_status(handle *h, uint32_t len, int64_t deadline, bool *timed_out,
                        cfs_status *status, cfs_err *err)
@@ -181,8 +192,7 @@ static int start_worker(handle *h, cfs_buf *model, cfs_err *err)
         rc = cfs_wire_recv_exact(h->w.fd, model->data, len - 4, deadline, &timed_out, err);
     if (rc < 0 || status == CFS_ENOMEM) {
         char why[sizeof err->msg];
-        snprintf(why, sizeof why, "%s", status == CFS_ENOMEM ? "ran out of its memory limit"
-                                                              : err->msg);
+        describe_loss(h, status == CFS_ENOMEM, err, why, sizeof why);
         lose_worker(h, "open", NULL, timed_out, why, err);
         return -2;
     }
@@ -325,8 +335,7 @@ static int proxy_read_as(const cfs_array *arr, const uint64_t *start, const uint
         rc = request(h, px, arr, start, count, mode, out, pool, &timed_out, err);
     if (rc == -2) {
         char why[sizeof err->msg];
-        snprintf(why, sizeof why, "%s", err->status == CFS_ENOMEM || !err->msg[0]
-                                            ? "ran out of its memory limit" : err->msg);
+        describe_loss(h, err->status == CFS_ENOMEM, err, why, sizeof why);
         h->poisoned[px->id] = true;
         rc = lose_worker(h, "read", px->path, timed_out, why, err);
     }

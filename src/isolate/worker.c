@@ -17,12 +17,13 @@ typedef struct worker {
     const char *fault;          /* the test hook's "kind@element", or NULL */
 } worker;
 
-/* The test hook: does what it says when the worker reaches element. */
-static void maybe_fault(const worker *w, const char *element)
+/* The test hook: does what it says when the worker reaches element; -1 when it ran out of
+ * memory, which the request then reports as a reader would. */
+static int maybe_fault(const worker *w, const char *element)
 {
     const char *at = w->fault ? strchr(w->fault, '@') : NULL;
     if (!at || strcmp(at + 1, element) != 0)
-        return;
+        return 0;
     size_t kind = (size_t)(at - w->fault);
     if (kind == 4 && strncmp(w->fault, "segv", 4) == 0) {
         raise(SIGSEGV);
@@ -33,10 +34,11 @@ static void maybe_fault(const worker *w, const char *element)
         for (;;) {
             char *p = malloc(16u << 20);
             if (!p)
-                return;             /* out of memory: reported as a reader would */
+                return -1;
             memset(p, 1, 16u << 20);
         }
     }
+    return 0;
 }
 
 static int reply_error(const worker *w, cfs_wire_type type, const cfs_err *e)
@@ -56,9 +58,8 @@ static int serve_open(worker *w, cfs_wire_cursor *c)
     char *path = cfs_wire_get_str(c, CFS_WIRE_MAX_CONTROL);
     if (!path || c->left || w->ds)
         return free(path), -1;
-    maybe_fault(w, "open");
     cfs_buf b = {0};
-    int rc = cfs_format_open(path, &w->ds, &err);
+    int rc = maybe_fault(w, "open") < 0 ? cfs_err_oom(&err) : cfs_format_open(path, &w->ds, &err);
     free(path);
     if (rc == 0 && cfs_wire_put_u32(&b, CFS_OK) < 0)
         rc = cfs_err_oom(&err);
@@ -131,9 +132,9 @@ static int serve_read(worker *w, cfs_wire_cursor *c)
     }
     if (c->bad || c->left)
         return -1;
-    maybe_fault(w, w->arrays.path[id]);
     cfs_buf b = {0};
-    int rc = cfs_wire_put_u32(&b, CFS_OK) < 0 ? cfs_err_oom(&err)
+    int rc = maybe_fault(w, w->arrays.path[id]) < 0 || cfs_wire_put_u32(&b, CFS_OK) < 0
+                 ? cfs_err_oom(&err)
              : overflow ? cfs_err_setc(&err, CFS_EINVALID, "a read of too many values")
                         : read_values(w->arrays.arr[id], start, count, n, &b, &err);
     rc = rc == 0 ? cfs_wire_send(w->fd, CFS_WIRE_DATA, b.data, b.len, -1, &err)
