@@ -1,7 +1,7 @@
 """Readers run in worker processes (docs/design.md §2.4): a source whose bytes crash libhdf5, spin
 or allocate without bound takes down its worker, never the mount or the export. The damaged
 inputs are real: anndata-written files with bits flipped that kill the in-process reader
-(tests/fixtures/make_damaged_h5ad.py, tests/fixtures/bad/damaged.txt); the test hook
+(tests/fixtures/make_damaged_h5ad.py, tests/fixtures/damaged/README.md); the test hook
 CELLUCID_FS_TEST_READER_FAULT (honoured by workers only) makes each limit happen on demand."""
 import errno
 import json
@@ -16,7 +16,7 @@ import pytest
 
 from conftest import FIXTURES_DIR, refused_lines, run_cfs
 
-BAD = FIXTURES_DIR / "bad"
+BAD = FIXTURES_DIR / "damaged"
 GOOD = FIXTURES_DIR / "h5ad" / "nonascii.h5ad"
 FAULT_ENV = "CELLUCID_FS_TEST_READER_FAULT"
 

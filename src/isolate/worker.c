@@ -31,12 +31,23 @@ static int maybe_fault(const worker *w, const char *element)
         for (volatile unsigned long spin = 0;; spin++)
             ;
     } else if (kind == 5 && strncmp(w->fault, "alloc", 5) == 0) {
+        /* Allocates and touches until the limit refuses, then lets go (as a reader whose
+         * allocation failed would), so the reply itself can be made. */
+        void **hoard = NULL;
         for (;;) {
-            char *p = malloc(16u << 20);
+            void **p = malloc(16u << 20);
             if (!p)
-                return -1;
+                break;
             memset(p, 1, 16u << 20);
+            *p = hoard;
+            hoard = p;
         }
+        while (hoard) {
+            void **next = *hoard;
+            free(hoard);
+            hoard = next;
+        }
+        return -1;
     }
     return 0;
 }
