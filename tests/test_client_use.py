@@ -33,6 +33,7 @@ AnnData where they are not:
 """
 
 import shutil
+import time
 import warnings
 from pathlib import Path
 
@@ -284,6 +285,10 @@ def served(cfs, tmp_path_factory):
             assert m.proc is not None and m.proc.poll() is None, f"the {fmt} mount's daemon is gone:\n{m.stderr()}"
             base = m.mnt
         p = Path(base) / f"{store_id(fmt, name)}.zarr"
+        # A compressed source is served once its copy is made and opened, after the mount is up.
+        deadline = time.monotonic() + (30 if via == "mount" else 0)
+        while not p.is_dir() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert p.is_dir(), f"{p} is missing: {sorted(x.name for x in Path(base).iterdir())}"
         return p
 

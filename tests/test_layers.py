@@ -32,3 +32,21 @@ def test_only_the_command_line_and_fuse_include_fuse_headers():
             continue
         used = set(QUOTED_INCLUDE.findall(path.read_text())) & fuse_headers
         assert not used, f"{'/'.join(rel)} includes {used}"
+
+
+def _headers(*dirs):
+    return {p.name for d in dirs for p in (ROOT / d).glob("*.h")}
+
+
+def test_isolate_sits_between_formats_and_catalog():
+    """src/isolate uses base, model and formats/format.h only; nothing below it uses it."""
+    isolate = _headers("src/isolate")
+    allowed = isolate | _headers("src/base", "src/model") | {"format.h", "probe.h", "config.h"}
+    for path in sorted((ROOT / "src/isolate").glob("*.[ch]")):
+        used = set(QUOTED_INCLUDE.findall(path.read_text())) - allowed
+        assert not used, f"src/isolate/{path.name} includes {used}"
+    below = [p for d in ("src/base", "src/model", "src/layout", "src/zarr", "formats", "cache")
+             for p in (ROOT / d).rglob("*.[ch]")]
+    for path in below:
+        used = set(QUOTED_INCLUDE.findall(path.read_text())) & isolate
+        assert not used, f"{path.relative_to(ROOT)} includes {used}"

@@ -75,6 +75,43 @@ static int set_order(cfs_options *o, const char *value, cfs_err *err)
                         "order=%s: unknown; use order=priority or order=original", value);
 }
 
+static int set_isolate(cfs_options *o, const char *value, cfs_err *err)
+{
+    if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
+        return cfs_err_setc(err, CFS_EINVALID, "isolate=%s: use isolate=on or isolate=off", value);
+    o->isolate.off = strcmp(value, "off") == 0;
+    return 0;
+}
+
+static int set_reader_timeout(cfs_options *o, const char *value, cfs_err *err)
+{
+    uint64_t v;
+    if (!cfs_parse_u64(value, &v) || v < 1 || v > 86400)
+        return cfs_err_setc(err, CFS_EINVALID, "reader_timeout=%s: not a number of seconds from "
+                            "1 to 86400", value);
+    o->isolate.read_timeout = (double)v;
+    o->isolate.open_timeout = 2.0 * (double)v;
+    return 0;
+}
+
+static int set_reader_memory(cfs_options *o, const char *value, cfs_err *err)
+{
+    uint64_t v;
+    if (!cfs_parse_size(value, &v) || v < (64u << 20))
+        return cfs_err_setc(err, CFS_EINVALID,
+                            "reader_memory=%s: not a size of at least 64M (e.g. 1G)", value);
+    o->isolate.memory = v;
+    return 0;
+}
+
+cfs_isolation cfs_options_isolation(const cfs_options *o)
+{
+    cfs_isolation iso = o->isolate;
+    if (!iso.memory)
+        iso.memory = 4 * o->layout.memory + (UINT64_C(1) << 30);
+    return iso;
+}
+
 static const struct {
     const char *name;
     int (*set)(cfs_options *o, const char *value, cfs_err *err);
@@ -85,6 +122,9 @@ static const struct {
     {"memory", set_memory},
     {"cache_dir", set_cache_dir},
     {"cache_size", set_cache_size},
+    {"isolate", set_isolate},
+    {"reader_timeout", set_reader_timeout},
+    {"reader_memory", set_reader_memory},
 };
 
 /* Options this program does not know are libfuse's when mounting (allow_other, ...). */

@@ -7,6 +7,7 @@
 
 #include "codec.h"
 #include "error.h"
+#include "isolated.h"
 #include "layout.h"
 
 /* Where a front end puts the decompressed copy of a compressed input (x.h5ad.gz) a format reads
@@ -24,6 +25,9 @@ typedef struct cfs_options {
     cfs_codec_id codec;
     cfs_layout_opts layout;
     cfs_unpacker unpack;            /* set by the front end, not by -o */
+    /* Readers in worker processes (-o isolate, reader_timeout, reader_memory); memory 0 until
+     * cfs_options_isolation gives the default. */
+    cfs_isolation isolate;
     /* mount only */
     char cache_dir[4096];           /* "" = the default */
     uint64_t cache_size;
@@ -34,6 +38,9 @@ typedef struct cfs_options {
 #define CFS_DEFAULT_CACHE_SIZE (UINT64_C(10) << 30)
 
 void cfs_options_init(cfs_options *o);
+/* The isolation the options ask for, with the defaults filled in: a worker's memory limit is
+ * 4 x memory + 1G (its reads are the layout's slabs; libraries and their caches need room). */
+cfs_isolation cfs_options_isolation(const cfs_options *o);
 /* Parses one comma-separated option list into o; unknown names and bad values are errors. */
 int cfs_options_parse(cfs_options *o, const char *list, cfs_err *err);
 

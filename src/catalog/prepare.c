@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "isolated.h"
 #include "catalog.h"
 #include "cellucid_meta.h"
 #include "embedding.h"
@@ -26,8 +27,11 @@ static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
     /* Most sources open as they are: only a refused one is probed again for a compressed copy,
      * so the usual open reads the file's head once. */
     const char *codec = NULL;
-    if (cfs_format_open(p->source, &p->ds, err) == 0)
+    cfs_isolation iso = cfs_options_isolation(opts);
+    if (cfs_isolated_open(p->source, &iso, &p->ds, &p->damage, err) == 0)
         return 0;
+    if (p->damage.happened)
+        return -1;
     if (!cfs_format_needs_unpack(p->source, &codec))
         return -1;
     if (!opts->unpack.copy)
@@ -36,7 +40,7 @@ static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
     char *copy = NULL;
     if (opts->unpack.copy(opts->unpack.ctx, p->source, codec, p->progress, &copy, err) < 0)
         return -1;
-    int rc = cfs_format_open(copy, &p->ds, err);
+    int rc = cfs_isolated_open(copy, &iso, &p->ds, &p->damage, err);
     free(copy);
     if (rc == 0) {
         char *source = strdup(p->source);
@@ -60,6 +64,8 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
     }
     if (!p->ds || cfs_cellucid_meta_check(p->ds, &meta, &err) < 0 ||
         (layout.source_ordered = meta.source_ordered, cfs_layout_apply(p->ds, &layout, &err)) < 0) {
+        if (p->ds)
+            cfs_isolated_fault(p->ds, &p->damage);     /* a worker lost laying it out */
         cfs_prepared_refuse(p, err.msg);
         return;
     }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "isolated.h"
 #include "model.h"
 #include "options.h"
 #include "progress.h"
@@ -34,6 +35,9 @@ typedef struct cfs_prepared {
     /* Not opened yet: its decompressed copy is made later (the unpacker said CFS_ERETRY). No
      * dataset, no reason; the caller prepares it again when the copy can be made. */
     bool pending;
+    /* A reader worker was lost opening or laying it out (refused then), as status.json shows
+     * it; a worker lost later is asked of the dataset (cfs_isolated_fault). */
+    cfs_reader_fault damage;
 } cfs_prepared;
 
 /* What a caller already serves of a source, at the version it has now. */

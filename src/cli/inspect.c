@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "format.h"
+#include "isolated.h"
+#include "options.h"
 #include "embedding.h"
 #include "model.h"
 #include "sparse_index.h"
@@ -158,12 +160,22 @@ static json_t *describe(const cfs_dataset *ds)
 
 /* A compressed copy a format reads only from disk is decompressed into a temporary folder,
  * removed again by close_input. */
+/* Read in a worker, as mount and export do (docs/design.md §2.4): a file that crashes its
+ * reader is reported, not the end of inspect. */
+static int open_isolated(const char *path, cfs_dataset **ds, cfs_err *err)
+{
+    cfs_options defaults;
+    cfs_options_init(&defaults);
+    cfs_isolation iso = cfs_options_isolation(&defaults);
+    return cfs_isolated_open(path, &iso, ds, NULL, err);
+}
+
 static int open_input(const char *path, cfs_dataset **ds, char *tmpdir, size_t len, cfs_err *err)
 {
     const char *codec = NULL;
     tmpdir[0] = '\0';
     if (!cfs_format_needs_unpack(path, &codec))
-        return cfs_format_open(path, ds, err);
+        return open_isolated(path, ds, err);
     const char *tmp = getenv("TMPDIR");
     snprintf(tmpdir, len, "%s/cellucid-fs-inspect-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(tmpdir)) {
@@ -174,7 +186,7 @@ static int open_input(const char *path, cfs_dataset **ds, char *tmpdir, size_t l
     char *copy = NULL;
     if (cfs_unpacked_in_folder(tmpdir, path, codec, NULL, &copy, err) < 0)
         return -1;
-    int rc = cfs_format_open(copy, ds, err);
+    int rc = open_isolated(copy, ds, err);
     free(copy);
     return rc;
 }

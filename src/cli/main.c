@@ -10,6 +10,8 @@
 #include "inspect.h"
 #include "options.h"
 #include "format.h"
+#include "number.h"
+#include "worker.h"
 
 static const char usage[] =
     "Usage: cellucid-fs mount [-f] [-d] [-o OPT[,OPT...]] SRC MNT\n"
@@ -40,6 +42,9 @@ static const char usage[] =
     "  -o cache_dir=DIR    the chunk cache (mount; default $XDG_CACHE_HOME/cellucid-fs,\n"
     "                      /var/cache/cellucid-fs for root)\n"
     "  -o cache_size=SIZE  the cache's hard size bound (mount; default 10G)\n"
+    "  -o isolate=off      read inputs in this process, not in worker processes\n"
+    "  -o reader_timeout=S time limit of one read by a worker (default 60 s)\n"
+    "  -o reader_memory=SIZE  memory limit of a worker (default 4 x memory + 1G)\n"
     "  -o OPT              other options go to FUSE (mount: allow_other, ...)\n"
     "  -f, -d              stay in the foreground; -d also prints FUSE requests (mount)\n"
     "  --force             replace an existing OUT (export)\n"
@@ -153,6 +158,11 @@ int main(int argc, char **argv)
         print_usage(stdout);
         return 0;
     }
+    /* A reader worker started by this program (src/isolate/spawn.c), not by people. */
+    uint64_t fd, memory;
+    if (strcmp(argv[1], CFS_WORKER_FLAG) == 0 && argc == 4 && cfs_parse_u64(argv[2], &fd) &&
+        fd < 1024 && cfs_parse_u64(argv[3], &memory))
+        return cfs_reader_worker_main((int)fd, memory);
     if (strcmp(argv[1], "--version") == 0) {
         printf("cellucid-fs %s\n", PACKAGE_VERSION);
         return 0;

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -281,8 +282,10 @@ static int adopt(cfs_volume *v, cfs_prepared *p, const struct stat *before, stal
     cfs_store_opts sopts = {v->opts.codec};
     cfs_err err = {0};
     e->version = *before;             /* a refused source is retried when it changes too */
-    if (e->p.ds && !(e->store = cfs_store_new(e->p.ds, &sopts, &err)))
+    if (e->p.ds && !(e->store = cfs_store_new(e->p.ds, &sopts, &err))) {
+        cfs_isolated_fault(e->p.ds, &e->p.damage);
         cfs_prepared_refuse(&e->p, err.msg);
+    }
     if (e->store && !(e->identity = identity_of(&e->p, &v->opts, &e->version)))
         return -1;
     cfs_prepared_report(&e->p, v->log);
@@ -897,6 +900,21 @@ static const char *shown_source(const cfs_volume *v, const char *source)
     return strcmp(source, v->src) == 0 && slash && slash[1] ? slash + 1 : source;
 }
 
+/* A source whose reader worker was lost: what happened, for status.json. */
+static json_t *damage_json(const cfs_reader_fault *f)
+{
+    return json_pack("{s:s, s:s?, s:s, s:s?, s:i}", "what", f->what, "signal",
+                     f->signal[0] ? f->signal : NULL, "operation", f->operation, "element",
+                     f->element[0] ? f->element : NULL, "workers_lost", (int)f->count);
+}
+
+/* Why a source is damaged, when it is still served (a worker lost reading one element). */
+static void damage_reason(const cfs_reader_fault *f, char *buf, size_t len)
+{
+    snprintf(buf, len, "its reader %s %s%s: the file is damaged; re-download or re-write it",
+             f->what, f->element[0] ? "reading " : "while opening it", f->element);
+}
+
 static char *status_text(cfs_volume *v)
 {
     json_t *list = json_array();
@@ -918,13 +936,22 @@ static char *status_text(cfs_volume *v)
             snprintf(element, sizeof element, "decompressing");
             working = true;
         }
-        const char *state = p->refused ? "refused" : working ? "working" : "ready";
+        cfs_reader_fault damage = p->damage;
+        if (!damage.happened && p->ds)
+            cfs_isolated_fault(p->ds, &damage);
+        char damaged[512];
+        if (damage.happened && !p->refused)
+            damage_reason(&damage, damaged, sizeof damaged);
+        const char *state = damage.happened ? "damaged" : p->refused ? "refused"
+                            : working ? "working" : "ready";
         json_t *e = json_pack("{s:s, s:s?, s:s?, s:s?, s:s, s:s?, s:b, s:o}", "source",
                               shown_source(v, p->source), "id", p->refused ? NULL : p->id, "format",
                               p->ds ? p->ds->format : NULL, "version",
                               p->ds ? p->ds->format_version : NULL, "state", state, "reason",
-                              p->refused, "in_catalog", p->ds && p->embedding, "left_out",
-                              left);
+                              p->refused ? p->refused : damage.happened ? damaged : NULL,
+                              "in_catalog", p->ds && p->embedding, "left_out", left);
+        if (damage.happened)
+            json_object_set_new(e, "damage", damage_json(&damage));
         if (working)
             json_object_set_new(e, "progress", json_pack("{s:s, s:f}", "element", element,
                                                          "fraction", fraction));

@@ -29,6 +29,7 @@ void unit_formats(void);
 void unit_registry(void);
 void unit_fuzz_regressions(void);
 void unit_rstream(void);
+void unit_isolate(void);
 
 /* Shared helpers (unit.c). */
 

@@ -1,0 +1,439 @@
+#include "isolated.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "spawn.h"
+#include "wire.h"
+#include "wire_model.h"
+
+/* After this many lost workers a source gets no new one until it changes. */
+#define MAX_FAULTS 3
+/* A model is metadata: far below a data frame. */
+#define MAX_MODEL (UINT32_C(1) << 28)
+
+/* What the dataset's reader is: the worker serving its arrays, shared by their proxies. */
+typedef struct handle {
+    pthread_mutex_t lock;       /* one request at a time on the worker's socket */
+    int refs;                   /* the dataset and each proxy */
+    char *path, *exe;
+    double open_timeout, read_timeout;
+    uint64_t memory;
+    cfs_worker_proc w;
+    bool alive;
+    uint64_t digest;            /* of the model its first worker sent: a replacement's must match */
+    uint32_t narrays;
+    bool *poisoned;             /* arrays whose read lost a worker: not read again */
+    bool given_up;
+    /* Apart from the request lock: status.json asks for the fault while a read may be running. */
+    pthread_mutex_t fault_lock;
+    cfs_reader_fault fault;
+} handle;
+
+typedef struct proxy {
+    handle *h;
+    uint32_t id;
+    char *path;
+} proxy;
+
+static uint64_t digest_of(const unsigned char *p, size_t n)
+{
+    uint64_t h = UINT64_C(1469598103934665603);
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * UINT64_C(1099511628211);
+    return h;
+}
+
+static void handle_unref(void *reader)
+{
+    handle *h = reader;
+    if (!h || __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        return;
+    if (h->alive)
+        cfs_worker_end(&h->w, NULL, 0);
+    pthread_mutex_destroy(&h->lock);
+    pthread_mutex_destroy(&h->fault_lock);
+    free(h->poisoned);
+    free(h->path);
+    free(h->exe);
+    free(h);
+}
+
+static handle *handle_new(const char *path, const cfs_isolation *iso)
+{
+    handle *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_mutex_init(&h->fault_lock, NULL);
+    h->refs = 1;
+    h->w.fd = -1;
+    h->path = strdup(path);
+    h->exe = strdup(iso->exe ? iso->exe : "/proc/self/exe");
+    h->open_timeout = iso->open_timeout > 0 ? iso->open_timeout : CFS_ISOLATE_OPEN_TIMEOUT;
+    h->read_timeout = iso->read_timeout > 0 ? iso->read_timeout : CFS_ISOLATE_READ_TIMEOUT;
+    h->memory = iso->memory;
+    if (!h->path || !h->exe) {
+        handle_unref(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Under the lock: the worker is gone or broke the protocol. It is ended and the fault kept;
+ * err says what the request that met it is told. Returns -1. */
+static int lose_worker(handle *h, const char *operation, const char *element, bool timed_out,
+                       const char *why, cfs_err *err)
+{
+    char how[64];
+    cfs_worker_end(&h->w, how, sizeof how);
+    h->alive = false;
+    char what[160];
+    if (timed_out)
+        snprintf(what, sizeof what, "ran past its time limit of %g s (killed)",
+                 strcmp(operation, "open") == 0 ? h->open_timeout : h->read_timeout);
+    else
+        snprintf(what, sizeof what, "%s%s", how[0] ? "was " : "", how[0] ? how : why);
+    pthread_mutex_lock(&h->fault_lock);
+    if (!h->fault.happened) {
+        h->fault.happened = true;
+        snprintf(h->fault.what, sizeof h->fault.what, "%s", what);
+        const char *sig = strstr(how, "SIG");
+        snprintf(h->fault.signal, sizeof h->fault.signal, "%s", sig ? sig : "");
+        snprintf(h->fault.operation, sizeof h->fault.operation, "%s", operation);
+        snprintf(h->fault.element, sizeof h->fault.element, "%s", element ? element : "");
+    }
+    if (++h->fault.count >= MAX_FAULTS)
+        h->given_up = true;
+    pthread_mutex_unlock(&h->fault_lock);
+    if (element)
+        return cfs_err_setc(err, CFS_EDAMAGED, "its reader %s reading %s: the file is damaged; "
+                            "re-download or re-write it", what, element);
+    return cfs_err_setc(err, CFS_EDAMAGED, "its reader %s while opening it: the file is "
+                        "damaged; re-download or re-write it", what);
+}
+
+/* What a lost worker did when it did not die of itself: ran out of memory, or err's reason. */
+static void describe_loss(const handle *h, bool out_of_memory, const cfs_err *err, char *why,
+                          size_t len)
+{
+    if (out_of_memory)
+        snprintf(why, len, "ran out of its memory limit of %llu MiB (killed)",
+                 (unsigned long long)(h->memory >> 20));
+    else
+        snprintf(why, len, "broke off (%.900s)", err->msg);
+}
+
+/* A reply's status and, when not CFS_OK, its reason into err (the rest of a short frame). */
+static int read_status(handle *h, uint32_t len, int64_t deadline, bool *timed_out,
+                       cfs_status *status, cfs_err *err)
+{
+    unsigned char head[4];
+    if (len < 4 || cfs_wire_recv_exact(h->w.fd, head, 4, deadline, timed_out, err) < 0)
+        return len < 4 ? cfs_err_setc(err, CFS_EIO, "a reply without a status") : -1;
+    cfs_wire_cursor c = {head, 4, false};
+    uint32_t s = cfs_wire_get_u32(&c);
+    *status = s <= CFS_ENEVERFITS ? (cfs_status)s : CFS_EFAIL;
+    if (s == CFS_OK)
+        return 0;
+    unsigned char msg[CFS_WIRE_MAX_CONTROL];
+    if (len - 4 > sizeof msg)
+        return cfs_err_setc(err, CFS_EIO, "an error reply over the limit");
+    if (cfs_wire_recv_exact(h->w.fd, msg, len - 4, deadline, timed_out, err) < 0)
+        return -1;
+    cfs_wire_cursor m = {msg, len - 4, false};
+    char *text = cfs_wire_get_str(&m, CFS_WIRE_MAX_CONTROL);
+    if (!text || m.left) {
+        free(text);
+        return cfs_err_setc(err, CFS_EIO, "a malformed error reply");
+    }
+    cfs_err_setc(err, *status, "%s", text);
+    free(text);
+    return 0;
+}
+
+/* Under the lock: starts a worker and has it open the source; model receives its model.
+ * 0; -1 when the source is refused (err); -2 when the worker was lost (fault kept). */
+static int start_worker(handle *h, cfs_buf *model, cfs_err *err)
+{
+    if (cfs_worker_spawn(h->exe, h->memory, &h->w, err) < 0)
+        return -1;
+    h->alive = true;
+    int64_t deadline = cfs_wire_deadline(h->open_timeout);
+    cfs_buf req = {0};
+    bool timed_out = false;
+    uint8_t type = 0;
+    uint32_t len = 0;
+    cfs_status status = CFS_OK;
+    if (cfs_wire_put_str(&req, h->path) < 0) {
+        cfs_buf_free(&req);
+        cfs_worker_end(&h->w, NULL, 0);
+        h->alive = false;
+        return cfs_err_oom(err);
+    }
+    int rc = cfs_wire_send(h->w.fd, CFS_WIRE_OPEN, req.data, req.len, deadline, err);
+    cfs_buf_free(&req);
+    if (rc == 0)
+        rc = cfs_wire_recv_header(h->w.fd, &type, &len, MAX_MODEL, deadline, &timed_out, err);
+    if (rc == 0 && type != CFS_WIRE_MODEL)
+        rc = cfs_err_setc(err, CFS_EIO, "a reply of the wrong type");
+    if (rc == 0)
+        rc = read_status(h, len, deadline, &timed_out, &status, err);
+    if (rc == 0 && status == CFS_OK && cfs_buf_reserve(model, len - 4) < 0) {
+        cfs_worker_end(&h->w, NULL, 0);
+        h->alive = false;
+        return cfs_err_oom(err);
+    }
+    if (rc == 0 && status == CFS_OK)
+        rc = cfs_wire_recv_exact(h->w.fd, model->data, len - 4, deadline, &timed_out, err);
+    if (rc < 0 || status == CFS_ENOMEM) {
+        char why[sizeof err->msg];
+        describe_loss(h, status == CFS_ENOMEM, err, why, sizeof why);
+        lose_worker(h, "open", NULL, timed_out, why, err);
+        return -2;
+    }
+    if (status != CFS_OK) {
+        cfs_worker_end(&h->w, NULL, 0);    /* refused: nothing to serve */
+        h->alive = false;
+        return -1;
+    }
+    model->len = len - 4;
+    return 0;
+}
+
+/* Under the lock: a worker that serves this process, started again if it was lost. */
+static int ensure_worker(handle *h, cfs_err *err)
+{
+    if (h->alive && h->w.owner != getpid()) {
+        cfs_worker_end(&h->w, NULL, 0);     /* the parent's, before the daemon forked */
+        h->alive = false;
+    }
+    if (h->alive)
+        return 0;
+    if (h->given_up)
+        return cfs_err_setc(err, CFS_EDAMAGED, "its reader %s %s%s earlier: the file is "
+                            "damaged; re-download or re-write it", h->fault.what,
+                            h->fault.element[0] ? "reading " : "while opening it",
+                            h->fault.element);
+    cfs_buf model = {0};
+    int rc = start_worker(h, &model, err);
+    if (rc == 0 && digest_of(model.data, model.len) != h->digest) {
+        cfs_worker_end(&h->w, NULL, 0);
+        h->alive = false;
+        h->given_up = true;
+        rc = cfs_err_setc(err, CFS_EIO, "the file changed while it was served");
+    }
+    cfs_buf_free(&model);
+    return rc < 0 ? -1 : 0;
+}
+
+typedef enum read_mode { NUMERIC, STRINGS_OWN, STRINGS_POOL } read_mode;
+
+/* The strings of a reply: u32 length + bytes each, exactly n of them filling the payload. */
+static int decode_strings(const unsigned char *p, size_t len, size_t n, read_mode mode,
+                          void *out, cfs_strpool *pool, cfs_err *err)
+{
+    cfs_wire_cursor c = {p, len, false};
+    char **own = out;
+    const char **pooled = out;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t sl = cfs_wire_get_u32(&c);
+        const unsigned char *s = sl < CFS_WIRE_MAX_STRING ? cfs_wire_get_bytes(&c, sl) : NULL;
+        char *copy = !s ? NULL
+                     : mode == STRINGS_OWN ? strndup((const char *)s, sl)
+                                           : cfs_strpool_dup(pool, (const char *)s, sl);
+        if (!copy) {
+            if (mode == STRINGS_OWN)
+                cfs_strings_free(own, i);
+            return s ? cfs_err_oom(err) : cfs_err_setc(err, CFS_EIO, "malformed strings");
+        }
+        if (mode == STRINGS_OWN)
+            own[i] = copy;
+        else
+            pooled[i] = copy;
+    }
+    if (c.left) {
+        if (mode == STRINGS_OWN)
+            cfs_strings_free(own, n);
+        return cfs_err_setc(err, CFS_EIO, "bytes after the strings");
+    }
+    return 0;
+}
+
+/* Under the lock, with a live worker: one read. 0; -1 with err from the reader (the worker
+ * lives on); -2 when the worker must be lost (*timed_out, *why say how). */
+static int request(handle *h, const proxy *px, const cfs_array *arr, const uint64_t *start,
+                   const uint64_t *count, read_mode mode, void *out, cfs_strpool *pool,
+                   bool *timed_out, cfs_err *err)
+{
+    int64_t deadline = cfs_wire_deadline(h->read_timeout);
+    cfs_buf req = {0};
+    int rc = cfs_wire_put_u32(&req, px->id) | cfs_wire_put_u8(&req, (uint8_t)arr->ndim);
+    uint64_t n = 1;
+    for (int d = 0; d < arr->ndim; d++) {
+        rc |= cfs_wire_put_u64(&req, start[d]) | cfs_wire_put_u64(&req, count[d]);
+        n *= count[d];
+    }
+    if (rc < 0) {
+        cfs_buf_free(&req);
+        return cfs_err_oom(err);
+    }
+    rc = cfs_wire_send(h->w.fd, CFS_WIRE_READ, req.data, req.len, deadline, err);
+    cfs_buf_free(&req);
+    uint8_t type = 0;
+    uint32_t len = 0;
+    cfs_status status = CFS_OK;
+    if (rc == 0)
+        rc = cfs_wire_recv_header(h->w.fd, &type, &len, CFS_WIRE_MAX_FRAME - 1, deadline,
+                                  timed_out, err);
+    if (rc == 0 && type != CFS_WIRE_DATA)
+        rc = cfs_err_setc(err, CFS_EIO, "a reply of the wrong type");
+    if (rc == 0)
+        rc = read_status(h, len, deadline, timed_out, &status, err);
+    if (rc < 0 || status == CFS_ENOMEM)
+        return -2;
+    if (status != CFS_OK)
+        return -1;
+    size_t payload = len - 4;
+    if (mode == NUMERIC) {
+        uint64_t expected = n * cfs_array_elem_size(arr);
+        if (payload != expected)
+            return cfs_err_setc(err, CFS_EIO, "a reply of %zu bytes for %llu expected", payload,
+                                (unsigned long long)expected), -2;
+        return cfs_wire_recv_exact(h->w.fd, out, payload, deadline, timed_out, err) < 0 ? -2 : 0;
+    }
+    if (payload / 4 < n)
+        return cfs_err_setc(err, CFS_EIO, "fewer strings than asked for"), -2;
+    unsigned char *bytes = malloc(payload ? payload : 1);
+    if (!bytes)
+        return cfs_err_oom(err), -2;     /* the rest of the reply cannot be skipped */
+    rc = cfs_wire_recv_exact(h->w.fd, bytes, payload, deadline, timed_out, err) < 0 ? -2
+         : decode_strings(bytes, payload, (size_t)n, mode, out, pool, err) < 0      ? -2
+                                                                                     : 0;
+    free(bytes);
+    return rc;
+}
+
+static int proxy_read_as(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                         read_mode mode, void *out, cfs_strpool *pool, cfs_err *err)
+{
+    proxy *px = arr->ctx;
+    handle *h = px->h;
+    pthread_mutex_lock(&h->lock);
+    int rc;
+    if (h->poisoned[px->id])
+        rc = cfs_err_setc(err, CFS_EDAMAGED, "its reader %s reading %s earlier: the file is "
+                          "damaged; re-download or re-write it", h->fault.what, px->path);
+    else
+        rc = ensure_worker(h, err);
+    bool timed_out = false;
+    if (rc == 0)
+        rc = request(h, px, arr, start, count, mode, out, pool, &timed_out, err);
+    if (rc == -2) {
+        char why[sizeof err->msg];
+        describe_loss(h, err->status == CFS_ENOMEM, err, why, sizeof why);
+        h->poisoned[px->id] = true;
+        rc = lose_worker(h, "read", px->path, timed_out, why, err);
+    }
+    pthread_mutex_unlock(&h->lock);
+    return rc;
+}
+
+static int proxy_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                      void *out, cfs_err *err)
+{
+    return proxy_read_as(arr, start, count, arr->dtype == CFS_STRING ? STRINGS_OWN : NUMERIC,
+                         out, NULL, err);
+}
+
+static int proxy_read_strings(const cfs_array *arr, const uint64_t *start,
+                              const uint64_t *count, const char **out, cfs_strpool *pool,
+                              cfs_err *err)
+{
+    return proxy_read_as(arr, start, count, STRINGS_POOL, out, pool, err);
+}
+
+static void proxy_free(void *ctx)
+{
+    proxy *px = ctx;
+    if (!px)
+        return;
+    handle_unref(px->h);
+    free(px->path);
+    free(px);
+}
+
+static const cfs_array_ops proxy_ops = {proxy_read, proxy_free, proxy_read_strings};
+
+static void *make_proxy(void *maker, uint32_t id, const char *path)
+{
+    handle *h = maker;
+    proxy *px = calloc(1, sizeof *px);
+    if (!px || !(px->path = strdup(path))) {
+        free(px);
+        return NULL;
+    }
+    px->h = h;
+    px->id = id;
+    __atomic_add_fetch(&h->refs, 1, __ATOMIC_RELAXED);
+    return px;
+}
+
+static int open_isolated(const char *path, const cfs_isolation *iso, cfs_dataset **out,
+                         cfs_reader_fault *fault, cfs_err *err)
+{
+    handle *h = handle_new(path, iso);
+    if (!h)
+        return cfs_err_oom(err);
+    cfs_buf model = {0};
+    pthread_mutex_lock(&h->lock);
+    int rc = start_worker(h, &model, err);
+    if (rc == -2 && fault)
+        *fault = h->fault;
+    pthread_mutex_unlock(&h->lock);
+    cfs_dataset *ds = NULL;
+    if (rc == 0) {
+        h->digest = digest_of(model.data, model.len);
+        cfs_wire_proxy maker = {&proxy_ops, make_proxy, h};
+        ds = cfs_wire_model_decode(model.data, model.len, path, &maker, &h->narrays, err);
+    }
+    cfs_buf_free(&model);
+    if (ds && !(h->poisoned = calloc(h->narrays + 1, sizeof *h->poisoned))) {
+        cfs_dataset_free(ds);
+        ds = NULL;
+        cfs_err_oom(err);
+    }
+    if (!ds) {
+        handle_unref(h);
+        return -1;
+    }
+    ds->reader = h;
+    ds->reader_free = handle_unref;
+    *out = ds;
+    return 0;
+}
+
+int cfs_isolated_open(const char *path, const cfs_isolation *iso, cfs_dataset **out,
+                      cfs_reader_fault *fault, cfs_err *err)
+{
+    if (fault)
+        memset(fault, 0, sizeof *fault);
+    if (iso->off)
+        return cfs_format_open(path, out, err);
+    return open_isolated(path, iso, out, fault, err);
+}
+
+bool cfs_isolated_fault(const cfs_dataset *ds, cfs_reader_fault *fault)
+{
+    if (!ds || ds->reader_free != handle_unref)
+        return false;
+    handle *h = ds->reader;
+    pthread_mutex_lock(&h->fault_lock);
+    *fault = h->fault;
+    pthread_mutex_unlock(&h->fault_lock);
+    return fault->happened;
+}

@@ -1,0 +1,44 @@
+/*
+ * Readers isolated from the daemon (docs/design.md §2.4): the one entry point by which the
+ * catalog opens a source. Each source opened is served by a worker process (worker.h) through
+ * proxy arrays; a worker that crashes, runs past its time limit, runs out of its memory limit or
+ * breaks the protocol is killed and replaced, the request fails (CFS_EDAMAGED), and the fault is
+ * kept for status.json. With isolation off, formats are opened in this process.
+ */
+#ifndef CFS_ISOLATED_H
+#define CFS_ISOLATED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model.h"
+
+typedef struct cfs_isolation {
+    bool off;                   /* read in this process (-o isolate=off) */
+    double open_timeout;        /* seconds an open may take (0: the default, 120) */
+    double read_timeout;        /* seconds a read may take (0: the default, 60) */
+    uint64_t memory;            /* a worker's address-space limit in bytes (0: none) */
+    const char *exe;            /* the program a worker runs (NULL: /proc/self/exe) */
+} cfs_isolation;
+
+#define CFS_ISOLATE_OPEN_TIMEOUT 120.0
+#define CFS_ISOLATE_READ_TIMEOUT 60.0
+
+/* What ended a worker, for status.json. */
+typedef struct cfs_reader_fault {
+    bool happened;
+    char what[160];             /* "killed by SIGSEGV", "ran past its time limit of 60 s", ... */
+    char signal[16];            /* "SIGSEGV", or "" */
+    char operation[8];          /* "open" or "read" */
+    char element[256];          /* the array read ("obs/cell_type/codes"), "" for an open */
+    unsigned count;             /* workers this source has lost */
+} cfs_reader_fault;
+
+/* Detects and opens path as cfs_format_open does, in a worker unless iso->off. On failure err
+ * says why; fault (may be NULL) says whether a worker fault was the reason. */
+int cfs_isolated_open(const char *path, const cfs_isolation *iso, cfs_dataset **out,
+                      cfs_reader_fault *fault, cfs_err *err);
+/* True if ds is served by workers and one of them faulted; *fault receives the first fault. */
+bool cfs_isolated_fault(const cfs_dataset *ds, cfs_reader_fault *fault);
+
+#endif

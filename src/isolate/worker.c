@@ -1,0 +1,186 @@
+#include "worker.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "wire.h"
+#include "wire_model.h"
+
+typedef struct worker {
+    int fd;
+    cfs_dataset *ds;
+    cfs_wire_arrays arrays;
+    const char *fault;          /* the test hook's "kind@element", or NULL */
+} worker;
+
+/* The test hook: does what it says when the worker reaches element; -1 when it ran out of
+ * memory, which the request then reports as a reader would. */
+static int maybe_fault(const worker *w, const char *element)
+{
+    const char *at = w->fault ? strchr(w->fault, '@') : NULL;
+    if (!at || strcmp(at + 1, element) != 0)
+        return 0;
+    size_t kind = (size_t)(at - w->fault);
+    if (kind == 4 && strncmp(w->fault, "segv", 4) == 0) {
+        raise(SIGSEGV);
+    } else if (kind == 4 && strncmp(w->fault, "loop", 4) == 0) {
+        for (volatile unsigned long spin = 0;; spin++)
+            ;
+    } else if (kind == 5 && strncmp(w->fault, "alloc", 5) == 0) {
+        /* Allocates and touches until the limit refuses, then lets go (as a reader whose
+         * allocation failed would), so the reply itself can be made. */
+        void **hoard = NULL;
+        for (;;) {
+            void **p = malloc(16u << 20);
+            if (!p)
+                break;
+            memset(p, 1, 16u << 20);
+            *p = hoard;
+            hoard = p;
+        }
+        while (hoard) {
+            void **next = *hoard;
+            free(hoard);
+            hoard = next;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static int reply_error(const worker *w, cfs_wire_type type, const cfs_err *e)
+{
+    cfs_buf b = {0};
+    cfs_err err = {0};
+    int rc = cfs_wire_put_u32(&b, e->status ? (uint32_t)e->status : CFS_EFAIL) |
+             cfs_wire_put_str(&b, e->msg);
+    rc = rc == 0 ? cfs_wire_send(w->fd, type, b.data, b.len, -1, &err) : -1;
+    cfs_buf_free(&b);
+    return rc;
+}
+
+static int serve_open(worker *w, cfs_wire_cursor *c)
+{
+    cfs_err err = {0};
+    char *path = cfs_wire_get_str(c, CFS_WIRE_MAX_CONTROL);
+    if (!path || c->left || w->ds)
+        return free(path), -1;
+    cfs_buf b = {0};
+    int rc = maybe_fault(w, "open") < 0 ? cfs_err_oom(&err) : cfs_format_open(path, &w->ds, &err);
+    free(path);
+    if (rc == 0 && cfs_wire_put_u32(&b, CFS_OK) < 0)
+        rc = cfs_err_oom(&err);
+    if (rc == 0)
+        rc = cfs_wire_model_encode(w->ds, &b, &w->arrays, &err);
+    rc = rc == 0 ? cfs_wire_send(w->fd, CFS_WIRE_MODEL, b.data, b.len, -1, &err)
+                 : reply_error(w, CFS_WIRE_MODEL, &err);
+    cfs_buf_free(&b);
+    return rc;
+}
+
+/* The strings as u32 length + bytes each, after the status. */
+static int put_strings(cfs_buf *b, char **s, size_t n)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        size_t len = s[i] ? strlen(s[i]) : 0;
+        rc = len < CFS_WIRE_MAX_STRING ? cfs_wire_put_u32(b, (uint32_t)len) |
+                                             cfs_buf_append(b, s[i], len)
+                                       : -1;
+    }
+    return rc;
+}
+
+static int read_values(const cfs_array *arr, const uint64_t *start,
+                       const uint64_t *count, uint64_t n, cfs_buf *b, cfs_err *err)
+{
+    size_t esize = cfs_array_elem_size(arr);
+    if (n > (CFS_WIRE_MAX_FRAME - 16) / (esize ? esize : 1))
+        return cfs_err_setc(err, CFS_EINVALID, "a read of %llu values is over the limit",
+                            (unsigned long long)n);
+    if (cfs_buf_reserve(b, (size_t)n * esize) < 0)
+        return cfs_err_oom(err);
+    void *out = b->data + b->len;
+    memset(out, 0, (size_t)n * esize);
+    if (cfs_array_read(arr, start, count, out, err) < 0)
+        return -1;
+    if (arr->dtype != CFS_STRING) {
+        b->len += (size_t)n * esize;
+        return 0;
+    }
+    /* The pointers are moved out of the buffer before it is overwritten with the strings. */
+    char **s = malloc((size_t)n * sizeof *s + 1);
+    if (s)
+        memcpy(s, out, (size_t)n * sizeof *s);
+    int rc = s && put_strings(b, s, (size_t)n) == 0 ? 0 : cfs_err_oom(err);
+    if (s)
+        cfs_strings_free(s, (size_t)n);
+    else
+        cfs_strings_free(out, (size_t)n);
+    free(s);
+    return rc;
+}
+
+static int serve_read(worker *w, cfs_wire_cursor *c)
+{
+    cfs_err err = {0};
+    uint32_t id = cfs_wire_get_u32(c);
+    uint8_t ndim = cfs_wire_get_u8(c);
+    uint64_t start[CFS_MAX_DIMS] = {0}, count[CFS_MAX_DIMS] = {0};
+    if (c->bad || !w->ds || id >= w->arrays.n || ndim != w->arrays.arr[id]->ndim)
+        return -1;
+    uint64_t n = 1;
+    bool overflow = false;
+    for (int d = 0; d < ndim; d++) {
+        start[d] = cfs_wire_get_u64(c);
+        count[d] = cfs_wire_get_u64(c);
+        overflow |= count[d] && n > UINT64_MAX / count[d];
+        n *= count[d];
+    }
+    if (c->bad || c->left)
+        return -1;
+    cfs_buf b = {0};
+    int rc = maybe_fault(w, w->arrays.path[id]) < 0 || cfs_wire_put_u32(&b, CFS_OK) < 0
+                 ? cfs_err_oom(&err)
+             : overflow ? cfs_err_setc(&err, CFS_EINVALID, "a read of too many values")
+                        : read_values(w->arrays.arr[id], start, count, n, &b, &err);
+    rc = rc == 0 ? cfs_wire_send(w->fd, CFS_WIRE_DATA, b.data, b.len, -1, &err)
+                 : reply_error(w, CFS_WIRE_DATA, &err);
+    cfs_buf_free(&b);
+    return rc;
+}
+
+int cfs_reader_worker_main(int fd, uint64_t memory_limit)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (memory_limit) {
+        struct rlimit rl = {memory_limit, memory_limit};
+        setrlimit(RLIMIT_AS, &rl);
+    }
+    worker w = {.fd = fd, .fault = getenv(CFS_WORKER_FAULT_ENV)};
+    unsigned char *payload = malloc(CFS_WIRE_MAX_CONTROL);
+    int status = payload ? 0 : 1;
+    while (status == 0) {
+        uint8_t type;
+        uint32_t len;
+        bool timed_out = false;
+        cfs_err err = {0};
+        if (cfs_wire_recv_header(fd, &type, &len, CFS_WIRE_MAX_CONTROL, -1, &timed_out, &err) < 0 ||
+            cfs_wire_recv_exact(fd, payload, len, -1, &timed_out, &err) < 0)
+            break;              /* the daemon closed its end: done */
+        cfs_wire_cursor c = {payload, len, false};
+        int rc = type == CFS_WIRE_OPEN ? serve_open(&w, &c)
+                 : type == CFS_WIRE_READ ? serve_read(&w, &c) : -1;
+        if (rc < 0)
+            status = 2;         /* a request it does not understand, or the socket failed */
+    }
+    free(payload);
+    cfs_wire_arrays_free(&w.arrays);
+    cfs_dataset_free(w.ds);
+    close(fd);
+    return status;
+}
