@@ -23,6 +23,7 @@
 #include "path.h"
 #include "utf8.h"
 #include "zarr_array.h"
+#include "zarr_zipprobe.h"
 #include "zarr_meta.h"
 
 #include <stdio.h>
@@ -940,9 +941,15 @@ static zad_kind classify(const zr_store *s, char **root_enc, char **root_version
     return legacy_frame(s, "obs") && legacy_frame(s, "var") ? ZAD_V07 : ZAD_NOT;
 }
 
+/* A folder, or a zip whose central directory lists Zarr metadata at its root. */
+static bool maybe_store(cfs_probe_input *in)
+{
+    return cfs_probe_is_dir(in) || zr_zip_probe(in);
+}
+
 static int zarr_probe(cfs_probe_input *in)
 {
-    if (!cfs_probe_is_dir(in))
+    if (!maybe_store(in))
         return 0;
     zr_store *s;
     cfs_err ignore;
@@ -978,14 +985,17 @@ static int zarr_open(const char *path, cfs_dataset **out, cfs_err *err)
         rc = cfs_err_set(err, "a Zarr store but not AnnData (its root encoding-type is '%s', "
                          "not 'anndata'); this version reads stores written by anndata", enc);
     else if (kind == ZAD_NOT)
-        rc = cfs_err_set(err, "a Zarr folder but not AnnData (no anndata encoding on its root, "
+        rc = cfs_err_set(err, "a Zarr store but not AnnData (no anndata encoding on its root, "
                          "no obs/var); write it with anndata (adata.write_zarr) to serve it");
     char fv[128];
     const char *cons = zr_store_consolidated(s) ? ", consolidated" : "";
+    const char *zip = zr_store_zipped(s) ? ", in a zip" : "";
+    int zv = zr_store_version(s);
     if (kind == ZAD_V07)
-        snprintf(fv, sizeof fv, "anndata 0.7 (legacy), Zarr v2%s", cons);
+        snprintf(fv, sizeof fv, "anndata 0.7 (legacy), Zarr v%d%s%s", zv, cons, zip);
     else
-        snprintf(fv, sizeof fv, "anndata %.40s, Zarr v2%s", version ? version : "?", cons);
+        snprintf(fv, sizeof fv, "anndata %.40s, Zarr v%d%s%s", version ? version : "?", zv,
+                 cons, zip);
     free(enc);
     free(version);
     if (rc == 0 && (!(ds = cfs_dataset_new(path)) || !(ds->format_version = strdup(fv)) ||
@@ -1010,7 +1020,7 @@ static int zarr_open(const char *path, cfs_dataset **out, cfs_err *err)
 /* A folder with a .zgroup that no format bids for is best explained here. */
 static int zarr_explain(cfs_probe_input *in, cfs_err *err)
 {
-    if (!cfs_probe_is_dir(in))
+    if (!maybe_store(in))
         return 0;
     zr_store *s;
     cfs_err ignore;
@@ -1034,11 +1044,11 @@ static int zarr_explain(cfs_probe_input *in, cfs_err *err)
     return 1;
 }
 
-static const char *const zarr_extensions[] = {".zarr", NULL};
+static const char *const zarr_extensions[] = {".zarr", ".zarr.zip", ".zip", NULL};
 
 const cfs_format cfs_format_zarr = {
     .name = "zarr",
-    .summary = "AnnData Zarr v2 folders (.zarr, anndata 0.7 and later)",
+    .summary = "AnnData Zarr v2 and v3 stores (.zarr folders, .zarr.zip; anndata 0.7 and later)",
     .extensions = zarr_extensions,
     .folders = true,
     .probe = zarr_probe,
