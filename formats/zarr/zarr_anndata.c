@@ -28,6 +28,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #define ZAD_MAX_DEPTH 64
@@ -941,6 +942,19 @@ static zad_kind classify(const zr_store *s, char **root_enc, char **root_version
     return legacy_frame(s, "obs") && legacy_frame(s, "var") ? ZAD_V07 : ZAD_NOT;
 }
 
+/* Whether the folder's root holds a Zarr metadata file. */
+static bool root_metadata_file(const char *dir)
+{
+    static const char *const names[] = {"zarr.json", ".zgroup", ".zmetadata", NULL};
+    bool yes = false;
+    for (size_t i = 0; names[i] && !yes; i++) {
+        char *p = cfs_path_join(dir, names[i]);
+        yes = p && access(p, F_OK) == 0;
+        free(p);
+    }
+    return yes;
+}
+
 /* A folder, or a zip whose central directory lists Zarr metadata at its root. */
 static bool maybe_store(cfs_probe_input *in)
 {
@@ -954,7 +968,9 @@ static int zarr_probe(cfs_probe_input *in)
     zr_store *s;
     cfs_err ignore;
     if (zr_store_open(cfs_probe_path(in), &s, &ignore) < 0)
-        return 0;
+        /* a folder whose root metadata is damaged: a token bid, so that opening it refuses
+         * it with the reason rather than its sub-folders being taken for inputs */
+        return cfs_probe_is_dir(in) && root_metadata_file(cfs_probe_path(in)) ? 1 : 0;
     char *enc, *version;
     zad_kind kind = classify(s, &enc, &version);
     free(enc);
@@ -1023,9 +1039,17 @@ static int zarr_explain(cfs_probe_input *in, cfs_err *err)
     if (!maybe_store(in))
         return 0;
     zr_store *s;
-    cfs_err ignore;
-    if (zr_store_open(cfs_probe_path(in), &s, &ignore) < 0)
-        return 0;
+    cfs_err why;
+    if (zr_store_open(cfs_probe_path(in), &s, &why) < 0) {
+        /* a folder may be anything, unless its root holds Zarr metadata; a zip listing Zarr
+         * metadata is a store that is damaged */
+        if (cfs_probe_is_dir(in) && !root_metadata_file(cfs_probe_path(in)))
+            return 0;
+        *err = why;
+        if (err->status == CFS_EFAIL)
+            err->status = CFS_EDAMAGED;
+        return -1;
+    }
     bool group = zr_node_kind(s, "") == ZR_GROUP;
     bool array = zr_node_kind(s, "") == ZR_ARRAY;
     zr_store_free(s);

@@ -358,8 +358,10 @@ static int zr_read(const cfs_array *arr, const uint64_t *start, const uint64_t *
     for (;;) {
         chunk c;
         rc = chunk_load(a, ci, &c, err);
-        if (rc < 0)
+        if (rc < 0) {
+            cfs_err_prefix(err, "%s", a->rel); /* the array whose chunk it is */
             break;
+        }
         rc = copy_chunk(a, &c, ci, start, count, out);
         chunk_clear(&c);
         if (rc < 0) {

@@ -198,7 +198,11 @@ zr_kind zr_node_kind(const zr_store *s, const char *rel)
     if (s->version == 3) {
         json_t *j;
         cfs_err ignore;
-        if (node3(s, rel, &j, &ignore) <= 0)
+        int rc = node3(s, rel, &j, &ignore);
+        /* a zarr.json that cannot be read counts as an array's, so that opening it says why */
+        if (rc < 0)
+            return ZR_ARRAY;
+        if (rc == 0)
             return ZR_NONE;
         const char *t = json_string_value(json_object_get(j, "node_type"));
         zr_kind k = !t ? ZR_NONE : strcmp(t, "array") == 0 ? ZR_ARRAY
