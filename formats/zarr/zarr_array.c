@@ -10,7 +10,7 @@
 
 #include "zarr_array.h"
 #include "zarr_codecs.h"
-#include "crc32c.h"
+#include "zarr_shard.h"
 #include "path.h"
 #include "utf8.h"
 
@@ -94,11 +94,6 @@ static void chunk_key(const zr_meta *m, const uint64_t *cidx, char *key, size_t 
         snprintf(key, cap, "0");
 }
 
-static uint64_t u64le(const unsigned char *p)
-{
-    return (uint64_t)u32le(p) | (uint64_t)u32le(p + 4) << 32;
-}
-
 /* The inner chunk cidx's bytes inside its shard, whose whole value is read: 1 with them
  * (malloc'd), 0 when the shard or the inner chunk is missing, -1 with the reason. */
 static int shard_slice(const zr_arr *a, const uint64_t *cidx, unsigned char **out, size_t *len,
@@ -122,30 +117,12 @@ static int shard_slice(const zr_arr *a, const uint64_t *cidx, unsigned char **ou
     free(rel);
     if (rc <= 0)
         return rc;
-    size_t isize = (size_t)count * 16 + (m->index_crc ? 4 : 0);
-    if (rawlen < isize) {
+    uint64_t off = 0, nbytes = 0;
+    rc = zr_shard_locate(raw, rawlen, count, lin, m->index_at_start, m->index_crc, &off,
+                         &nbytes, err);
+    if (rc <= 0) {
         free(raw);
-        return cfs_err_setc(err, CFS_EDAMAGED, "shard %s is truncated (%zu bytes, shorter "
-                            "than its index); re-write the store", key, rawlen);
-    }
-    const unsigned char *index = m->index_at_start ? raw : raw + rawlen - isize;
-    if (m->index_crc) {
-        const unsigned char *c = index + count * 16;
-        if (cfs_crc32c(index, (size_t)count * 16) != u32le(c)) {
-            free(raw);
-            return cfs_err_setc(err, CFS_EDAMAGED, "shard %s fails its index checksum "
-                                "(crc32c); re-write the store", key);
-        }
-    }
-    uint64_t off = u64le(index + lin * 16), nbytes = u64le(index + lin * 16 + 8);
-    if (off == UINT64_MAX && nbytes == UINT64_MAX) {
-        free(raw);
-        return 0;
-    }
-    if (off > rawlen || nbytes > rawlen - off) {
-        free(raw);
-        return cfs_err_setc(err, CFS_EDAMAGED, "shard %s is truncated (an inner chunk lies "
-                            "beyond its %zu bytes); re-write the store", key, rawlen);
+        return rc < 0 ? cfs_err_prefix(err, "shard %s", key) : 0;
     }
     unsigned char *slice = malloc(nbytes ? (size_t)nbytes : 1);
     if (slice)
