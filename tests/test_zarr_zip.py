@@ -57,12 +57,10 @@ def export(cfs, path, out):
 
 
 def as_data(tmp_path, source, sub):
-    """source copied as <sub>/data.zarr or data.zarr.zip (or data.zip): the dataset id 'data'."""
+    """source copied as <sub>/data.zarr or data.zarr.zip: the dataset id 'data'."""
     folder = tmp_path / sub
     folder.mkdir()
-    name = "data.zarr" if source.is_dir() else ("data.zip" if source.name.endswith(".zip") and
-                                                not source.name.endswith(".zarr.zip")
-                                                else "data.zarr.zip")
+    name = "data.zarr" if source.is_dir() else "data.zarr.zip"
     dst = folder / name
     (shutil.copytree if source.is_dir() else shutil.copy)(source, dst)
     return dst
@@ -74,7 +72,8 @@ def test_zip_export_equals_source(cfs, tmp_path, name):
     out = tmp_path / "out"
     r = export(cfs, zpath(name), out)
     assert not left_out_lines(r.stderr), r.stderr
-    stem = zpath(name).name.split(".")[0]
+    # the id: the name without .zarr.zip; a plain .zip is no format's extension and keeps it
+    stem = zpath(name).name.removesuffix(".zarr.zip")
     store = ad.read_zarr(str(out / f"{stem}.zarr"))
     source = ad.read_zarr(str(TWIN)) if name == "topfolder" else read_zip(zpath(name))
     assert_adata_equal(store, source, dataset_id=stem)
@@ -102,12 +101,20 @@ def test_zip_inspect_names_zarr_in_a_zip(cfs):
 
 
 def test_zip_mount_serves_the_store(cfs, tmp_path, mounts):
+    """A .zarr.zip, and a plain .zip found by its content, beside a zip that is not Zarr
+    (ignored: not an input)."""
+    import zipfile
+
     folder = tmp_path / "src"
     folder.mkdir()
     shutil.copy(zpath("infozip_deflated"), folder / "cells.zarr.zip")
+    shutil.copy(zpath("topfolder"), folder / "more.zip")
+    with zipfile.ZipFile(folder / "notes.zip", "w") as z:
+        z.writestr("notes.txt", "not a store")
     m = mounts(folder)
-    ids = [d["id"] for d in m.catalog()["datasets"]]
-    assert ids == ["cells"], ids
+    ids = sorted(d["id"] for d in m.catalog()["datasets"])
+    assert ids == ["cells", "more.zip"], ids
+    assert sorted(s["id"] for s in m.status()["sources"]) == ["cells", "more.zip"]
     store = ad.read_zarr(str(m.mnt / "cells.zarr"))
     assert_adata_equal(store, read_zip(zpath("infozip_deflated")), dataset_id="cells")
 

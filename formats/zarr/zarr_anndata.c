@@ -1068,7 +1068,7 @@ static int zarr_explain(cfs_probe_input *in, cfs_err *err)
     return 1;
 }
 
-static const char *const zarr_extensions[] = {".zarr", ".zarr.zip", ".zip", NULL};
+static const char *const zarr_extensions[] = {".zarr", ".zarr.zip", NULL};
 
 const cfs_format cfs_format_zarr = {
     .name = "zarr",
