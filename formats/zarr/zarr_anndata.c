@@ -24,10 +24,12 @@
 #include "path.h"
 #include "utf8.h"
 #include "zarr_array.h"
+#include "zarr_zipprobe.h"
 #include "zarr_meta.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #define ZAD_MAX_DEPTH 64
@@ -941,14 +943,35 @@ static zad_kind classify(const zr_store *s, char **root_enc, char **root_version
     return legacy_frame(s, "obs") && legacy_frame(s, "var") ? ZAD_V07 : ZAD_NOT;
 }
 
+/* Whether the folder's root holds a Zarr metadata file. */
+static bool root_metadata_file(const char *dir)
+{
+    static const char *const names[] = {"zarr.json", ".zgroup", ".zmetadata", NULL};
+    bool yes = false;
+    for (size_t i = 0; names[i] && !yes; i++) {
+        char *p = cfs_path_join(dir, names[i]);
+        yes = p && access(p, F_OK) == 0;
+        free(p);
+    }
+    return yes;
+}
+
+/* A folder, or a zip whose central directory lists Zarr metadata at its root. */
+static bool maybe_store(cfs_probe_input *in)
+{
+    return cfs_probe_is_dir(in) || zr_zip_probe(in);
+}
+
 static int zarr_probe(cfs_probe_input *in)
 {
-    if (!cfs_probe_is_dir(in))
+    if (!maybe_store(in))
         return 0;
     zr_store *s;
     cfs_err ignore;
     if (zr_store_open(cfs_probe_path(in), &s, &ignore) < 0)
-        return 0;
+        /* a folder whose root metadata is damaged: a token bid, so that opening it refuses
+         * it with the reason rather than its sub-folders being taken for inputs */
+        return cfs_probe_is_dir(in) && root_metadata_file(cfs_probe_path(in)) ? 1 : 0;
     char *enc, *version;
     zad_kind kind = classify(s, &enc, &version);
     free(enc);
@@ -996,14 +1019,17 @@ int cfs_zarr_anndata_read(const char *path, bool global, cfs_dataset **out, cfs_
         rc = cfs_err_set(err, "a Zarr store but not AnnData (its root encoding-type is '%s', "
                          "not 'anndata'); this version reads stores written by anndata", enc);
     else if (kind == ZAD_NOT)
-        rc = cfs_err_set(err, "a Zarr folder but not AnnData (no anndata encoding on its root, "
+        rc = cfs_err_set(err, "a Zarr store but not AnnData (no anndata encoding on its root, "
                          "no obs/var); write it with anndata (adata.write_zarr) to serve it");
     char fv[128];
     const char *cons = zr_store_consolidated(s) ? ", consolidated" : "";
+    const char *zip = zr_store_zipped(s) ? ", in a zip" : "";
+    int zv = zr_store_version(s);
     if (kind == ZAD_V07)
-        snprintf(fv, sizeof fv, "anndata 0.7 (legacy), Zarr v2%s", cons);
+        snprintf(fv, sizeof fv, "anndata 0.7 (legacy), Zarr v%d%s%s", zv, cons, zip);
     else
-        snprintf(fv, sizeof fv, "anndata %.40s, Zarr v2%s", version ? version : "?", cons);
+        snprintf(fv, sizeof fv, "anndata %.40s, Zarr v%d%s%s", version ? version : "?", zv,
+                 cons, zip);
     free(enc);
     free(version);
     if (rc == 0 && (!(ds = cfs_dataset_new(path)) || !(ds->format_version = strdup(fv)) ||
@@ -1033,12 +1059,20 @@ static int zarr_open(const char *path, cfs_dataset **out, cfs_err *err)
 /* A folder with a .zgroup that no format bids for is best explained here. */
 static int zarr_explain(cfs_probe_input *in, cfs_err *err)
 {
-    if (!cfs_probe_is_dir(in))
+    if (!maybe_store(in))
         return 0;
     zr_store *s;
-    cfs_err ignore;
-    if (zr_store_open(cfs_probe_path(in), &s, &ignore) < 0)
-        return 0;
+    cfs_err why;
+    if (zr_store_open(cfs_probe_path(in), &s, &why) < 0) {
+        /* a folder may be anything, unless its root holds Zarr metadata; a zip listing Zarr
+         * metadata is a store that is damaged */
+        if (cfs_probe_is_dir(in) && !root_metadata_file(cfs_probe_path(in)))
+            return 0;
+        *err = why;
+        if (err->status == CFS_EFAIL)
+            err->status = CFS_EDAMAGED;
+        return -1;
+    }
     bool group = zr_node_kind(s, "") == ZR_GROUP;
     bool array = zr_node_kind(s, "") == ZR_ARRAY;
     zr_store_free(s);
@@ -1057,11 +1091,11 @@ static int zarr_explain(cfs_probe_input *in, cfs_err *err)
     return 1;
 }
 
-static const char *const zarr_extensions[] = {".zarr", NULL};
+static const char *const zarr_extensions[] = {".zarr", ".zarr.zip", NULL};
 
 const cfs_format cfs_format_zarr = {
     .name = "zarr",
-    .summary = "AnnData Zarr v2 folders (.zarr, anndata 0.7 and later)",
+    .summary = "AnnData Zarr v2 and v3 stores (.zarr folders, .zarr.zip; anndata 0.7 and later)",
     .extensions = zarr_extensions,
     .folders = true,
     .probe = zarr_probe,

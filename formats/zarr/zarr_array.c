@@ -10,6 +10,7 @@
 
 #include "zarr_array.h"
 #include "zarr_codecs.h"
+#include "zarr_shard.h"
 #include "path.h"
 #include "utf8.h"
 
@@ -78,18 +79,35 @@ static int split_vlen(const zr_arr *a, chunk *c, const char *key, cfs_err *err)
     return 0;
 }
 
-static int chunk_load(const zr_arr *a, const uint64_t *cidx, chunk *c, cfs_err *err)
+/* The key of the chunk (or shard) at cidx: v2 "0.1" or "0/1", v3 default "c/0/1". */
+static void chunk_key(const zr_meta *m, const uint64_t *cidx, char *key, size_t cap)
 {
-    memset(c, 0, sizeof *c);
-    const zr_meta *m = &a->meta;
-    char key[CFS_MAX_DIMS * 21 + 2];
     size_t at = 0;
     key[0] = '\0';
+    if (m->key_prefix_c)
+        at += (size_t)snprintf(key, cap, "c");
     for (int d = 0; d < m->ndim; d++)
-        at += (size_t)snprintf(key + at, sizeof key - at, "%s%llu", d ? (m->sep == '/' ? "/" : ".")
-                                                                      : "", (ull)cidx[d]);
-    if (m->ndim == 0)
-        snprintf(key, sizeof key, "0");
+        at += (size_t)snprintf(key + at, cap - at, "%s%llu",
+                               d || m->key_prefix_c ? (m->sep == '/' ? "/" : ".") : "",
+                               (ull)cidx[d]);
+    if (m->ndim == 0 && !m->key_prefix_c)
+        snprintf(key, cap, "0");
+}
+
+/* The inner chunk cidx's bytes inside its shard, whose whole value is read: 1 with them
+ * (malloc'd), 0 when the shard or the inner chunk is missing, -1 with the reason. */
+static int shard_slice(const zr_arr *a, const uint64_t *cidx, unsigned char **out, size_t *len,
+                       char *key, size_t cap, cfs_err *err)
+{
+    const zr_meta *m = &a->meta;
+    uint64_t sidx[CFS_MAX_DIMS], lin = 0, count = 1;
+    for (int d = 0; d < m->ndim; d++) {
+        uint64_t per = m->shard[d] / m->chunks[d];
+        sidx[d] = cidx[d] / per;
+        lin = lin * per + cidx[d] % per;
+        count *= per;
+    }
+    chunk_key(m, sidx, key, cap);
     char *rel = cfs_path_join(a->rel, key);
     if (!rel)
         return cfs_err_oom(err);
@@ -98,9 +116,51 @@ static int chunk_load(const zr_arr *a, const uint64_t *cidx, chunk *c, cfs_err *
     int rc = zr_file_read(a->store, rel, &raw, &rawlen, err);
     free(rel);
     if (rc <= 0)
+        return rc;
+    uint64_t off = 0, nbytes = 0;
+    rc = zr_shard_locate(raw, rawlen, count, lin, m->index_at_start, m->index_crc, &off,
+                         &nbytes, err);
+    if (rc <= 0) {
+        free(raw);
+        return rc < 0 ? cfs_err_prefix(err, "shard %s", key) : 0;
+    }
+    unsigned char *slice = malloc(nbytes ? (size_t)nbytes : 1);
+    if (slice)
+        memcpy(slice, raw + off, (size_t)nbytes);
+    free(raw);
+    if (!slice)
+        return cfs_err_oom(err);
+    *out = slice;
+    *len = (size_t)nbytes;
+    return 1;
+}
+
+static int chunk_load(const zr_arr *a, const uint64_t *cidx, chunk *c, cfs_err *err)
+{
+    memset(c, 0, sizeof *c);
+    const zr_meta *m = &a->meta;
+    char key[CFS_MAX_DIMS * 21 + 4];
+    unsigned char *raw;
+    size_t rawlen;
+    int rc;
+    if (m->sharded) {
+        rc = shard_slice(a, cidx, &raw, &rawlen, key, sizeof key, err);
+    } else {
+        chunk_key(m, cidx, key, sizeof key);
+        char *rel = cfs_path_join(a->rel, key);
+        if (!rel)
+            return cfs_err_oom(err);
+        rc = zr_file_read(a->store, rel, &raw, &rawlen, err);
+        free(rel);
+    }
+    if (rc <= 0)
         return rc; /* the message names the file */
     size_t expect = m->tkind == ZR_T_OBJECT ? 0 : (size_t)a->chunk_elems * m->itemsize;
-    if (m->compressor) {
+    if (m->b2b) {
+        if (zr_codec_decode3(m->b2b, raw, rawlen, expect, &c->data, &c->len, err) < 0)
+            return cfs_err_prefix(err, "%s %s", m->sharded ? "an inner chunk of shard"
+                                                           : "chunk", key);
+    } else if (m->compressor) {
         rc = zr_codec_decode(m->compressor, raw, rawlen, expect, &c->data, &c->len, err);
         free(raw);
         if (rc < 0)
@@ -205,8 +265,10 @@ static int copy_chunk(const zr_arr *a, const chunk *c, const uint64_t *cidx,
         ostride[d] = o;
         o *= count[d];
     }
-    for (int d = 0; d < nd; d++) {
-        int k = m->fortran ? d : nd - 1 - d;
+    bool identity = true;
+    for (int j = nd - 1; j >= 0; j--) { /* stored axis j is the array's axis perm[j] */
+        int k = m->perm[j];
+        identity &= k == j;
         cstride[k] = s;
         s *= m->chunks[k];
     }
@@ -216,7 +278,7 @@ static int copy_chunk(const zr_arr *a, const chunk *c, const uint64_t *cidx,
         hi[d] = start[d] + count[d] < c1 ? start[d] + count[d] : c1;
     }
     /* fast path: C order, plain little-endian numbers, a run along the last axis */
-    bool runs = !m->fortran && c->data && m->dtype != CFS_STRING && m->tkind != ZR_T_BOOL &&
+    bool runs = identity && c->data && m->dtype != CFS_STRING && m->tkind != ZR_T_BOOL &&
                 (!m->big_endian || m->itemsize == 1);
     uint64_t idx[CFS_MAX_DIMS];
     memcpy(idx, lo, sizeof idx);
@@ -273,8 +335,10 @@ static int zr_read(const cfs_array *arr, const uint64_t *start, const uint64_t *
     for (;;) {
         chunk c;
         rc = chunk_load(a, ci, &c, err);
-        if (rc < 0)
+        if (rc < 0) {
+            cfs_err_prefix(err, "%s", a->rel); /* the array whose chunk it is */
             break;
+        }
         rc = copy_chunk(a, &c, ci, start, count, out);
         chunk_clear(&c);
         if (rc < 0) {

@@ -1,5 +1,5 @@
 /*
- * A Zarr v2 array of a store as a model array (model.h): its chunk files are read on demand,
+ * A Zarr array (v2 or v3, sharded or not) of a store as a model array (model.h): its chunk files are read on demand,
  * only those a read touches, whatever their shape against the block asked for; C and F order;
  * a missing chunk is its fill value. Values come out as the model has them: little-endian
  * numbers, bool as 0/1, strings (vlen-utf8 and vlen-bytes objects, fixed-width <U and |S) as

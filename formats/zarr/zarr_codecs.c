@@ -4,6 +4,7 @@
  */
 #include "zarr_codecs.h"
 #include "unpack.h"
+#include "crc32c.h"
 
 #include <blosc.h>
 #include <bzlib.h>
@@ -274,4 +275,50 @@ int zr_codec_decode(json_t *compressor, const unsigned char *in, size_t n, size_
     *out = g.data ? g.data : malloc(1);
     *outlen = g.len;
     return *out ? 0 : cfs_err_oom(err);
+}
+
+static int crc32c_strip(unsigned char *in, size_t *n, cfs_err *err)
+{
+    if (*n < 4)
+        return cfs_err_setc(err, CFS_EDAMAGED, "a chunk is shorter than its crc32c checksum: "
+                            "the store is damaged; re-write it");
+    const unsigned char *p = in + *n - 4;
+    uint32_t want = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                    (uint32_t)p[3] << 24;
+    if (cfs_crc32c(in, *n - 4) != want)
+        return cfs_err_setc(err, CFS_EDAMAGED, "a chunk fails its crc32c checksum: the store "
+                            "is damaged; re-write it");
+    *n -= 4;
+    return 0;
+}
+
+int zr_codec_decode3(json_t *b2b, unsigned char *in, size_t n, size_t expect,
+                     unsigned char **out, size_t *outlen, cfs_err *err)
+{
+    *out = NULL;
+    *outlen = 0;
+    for (size_t i = json_array_size(b2b); i-- > 0;) {
+        const char *name = json_string_value(json_object_get(json_array_get(b2b, i), "name"));
+        if (strcmp(name, "crc32c") == 0) {
+            if (crc32c_strip(in, &n, err) < 0) {
+                free(in);
+                return -1;
+            }
+            continue;
+        }
+        json_t *v2 = json_pack("{ss}", "id", name);
+        unsigned char *dec = NULL;
+        size_t declen = 0;
+        int rc = v2 ? zr_codec_decode(v2, in, n, i == 0 ? expect : 0, &dec, &declen, err)
+                    : cfs_err_oom(err);
+        json_decref(v2);
+        free(in);
+        if (rc < 0)
+            return -1;
+        in = dec;
+        n = declen;
+    }
+    *out = in;
+    *outlen = n;
+    return 0;
 }

@@ -21,4 +21,10 @@ int zr_codec_check(json_t *compressor, cfs_err *err);
 int zr_codec_decode(json_t *compressor, const unsigned char *in, size_t n, size_t expect,
                     unsigned char **out, size_t *outlen, cfs_err *err);
 
+/* Zarr v3: undoes the bytes-to-bytes codecs b2b (a list in encode order: blosc, zstd, gzip,
+ * crc32c, whose checksum is verified) on the n bytes at in, last first. in is taken over
+ * (freed or returned as *out). -1 with the reason on damaged input or a failed checksum. */
+int zr_codec_decode3(json_t *b2b, unsigned char *in, size_t n, size_t expect,
+                     unsigned char **out, size_t *outlen, cfs_err *err);
+
 #endif

@@ -9,6 +9,7 @@
 
 #include "zarr_meta.h"
 #include "zarr_codecs.h"
+#include "zarr_backend.h"
 #include "path.h"
 #include "utf8.h"
 
@@ -24,13 +25,12 @@
 
 /* Metadata documents are small; a bigger one is not Zarr metadata. */
 #define ZR_MAX_META (64u << 20)
-/* A chunk file bigger than this is refused rather than read (a corrupt store). */
-#define ZR_MAX_FILE ((size_t)1 << 31)
 
 struct zr_store {
-    char *root;       /* as given */
-    char *real_root;  /* resolved, for the symlink check */
-    json_t *meta;     /* .zmetadata's "metadata" object, or NULL */
+    zr_backend *b;
+    int version;      /* 2 or 3 */
+    json_t *meta;     /* v2: .zmetadata's "metadata"; v3: the root's consolidated metadata */
+    json_t *root3;    /* v3: the root's zarr.json */
 };
 
 bool zr_store_consolidated(const zr_store *s)
@@ -38,79 +38,42 @@ bool zr_store_consolidated(const zr_store *s)
     return s->meta != NULL;
 }
 
-/* The resolved path of rel, if it stays inside the store: 1; 0 if it does not exist; -1 if it
- * leads out of the store (err says so). */
-static int resolve(const zr_store *s, const char *rel, char **out, cfs_err *err)
+int zr_store_version(const zr_store *s)
 {
-    char *full = cfs_path_join(s->root, rel);
-    if (!full)
-        return cfs_err_oom(err);
-    char *real = realpath(full, NULL);
-    free(full);
-    if (!real) {
-        if (errno == ENOENT || errno == ENOTDIR)
-            return 0;
-        return cfs_err_setc(err, CFS_EIO, "%s cannot be resolved: %s", rel, strerror(errno));
-    }
-    size_t n = strlen(s->real_root);
-    if (strncmp(real, s->real_root, n) != 0 || (real[n] != '/' && real[n] != '\0')) {
-        free(real);
-        return cfs_err_setc(err, CFS_EREFUSED, "%s is a symlink leading out of the store, "
-                            "which is not followed; copy what it points to into the store", rel);
-    }
-    *out = real;
-    return 1;
+    return s->version;
+}
+
+bool zr_store_zipped(const zr_store *s)
+{
+    return zr_backend_is_zip(s->b);
 }
 
 int zr_file_read(const zr_store *s, const char *rel, unsigned char **data, size_t *len,
                  cfs_err *err)
 {
-    *data = NULL;
-    *len = 0;
-    char *path = NULL;
-    int rc = resolve(s, rel, &path, err);
-    if (rc <= 0)
-        return rc;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    free(path);
-    if (fd < 0)
-        return errno == ENOENT ? 0
-                               : cfs_err_setc(err, CFS_EIO, "%s cannot be opened: %s", rel,
-                                              strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return S_ISDIR(st.st_mode) ? 0 : cfs_err_setc(err, CFS_EIO, "%s is not a file", rel);
+    return zr_backend_read(s->b, rel, data, len, err);
+}
+
+/* The JSON document at key: 1 with a new reference, 0 if there is none, -1 with the reason. */
+static int load_json(const zr_store *s, const char *key, json_t **out, cfs_err *err)
+{
+    unsigned char *data;
+    size_t len;
+    int rc = zr_file_read(s, key, &data, &len, err);
+    if (rc > 0 && len > ZR_MAX_META)
+        rc = cfs_err_setc(err, CFS_EDAMAGED, "%s is %zu bytes, too big for Zarr metadata", key,
+                          len);
+    if (rc > 0) {
+        json_error_t je;
+        json_t *j = json_loadb((const char *)data, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+        if (!j)
+            rc = cfs_err_setc(err, CFS_EDAMAGED, "%s is not JSON (line %d: %s); re-write the "
+                              "store with zarr or anndata", key, je.line, je.text);
+        else
+            *out = j;
     }
-    if ((uint64_t)st.st_size > ZR_MAX_FILE) {
-        close(fd);
-        return cfs_err_setc(err, CFS_EDAMAGED, "%s is %llu bytes, more than a chunk may be",
-                            rel, (unsigned long long)st.st_size);
-    }
-    size_t n = (size_t)st.st_size;
-    unsigned char *buf = malloc(n ? n : 1);
-    if (!buf) {
-        close(fd);
-        return cfs_err_oom(err);
-    }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            int e = r < 0 ? errno : 0;
-            close(fd);
-            free(buf);
-            return cfs_err_setc(err, CFS_EIO, "%s cannot be read: %s", rel,
-                                e ? strerror(e) : "it shrank while being read");
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *data = buf;
-    *len = n;
-    return 1;
+    free(data);
+    return rc;
 }
 
 /* A JSON document of the store: from .zmetadata when listed there, else its file. 1 with a
@@ -122,63 +85,89 @@ static int document(const zr_store *s, const char *rel, const char *leaf, json_t
     char *key = cfs_path_join(rel, leaf);
     if (!key)
         return cfs_err_oom(err);
-    json_t *j = s->meta ? json_object_get(s->meta, key) : NULL;
+    json_t *j = s->version == 2 && s->meta ? json_object_get(s->meta, key) : NULL;
+    int rc = j ? (*out = json_incref(j), 1) : load_json(s, key, out, err);
+    free(key);
+    return rc;
+}
+
+/* A v3 node's zarr.json: 1 with a new reference, 0 if rel is no node, -1 with the reason. */
+static int node3(const zr_store *s, const char *rel, json_t **out, cfs_err *err)
+{
+    *out = NULL;
+    json_t *j = !*rel ? s->root3 : s->meta ? json_object_get(s->meta, rel) : NULL;
     if (j) {
-        free(key);
         *out = json_incref(j);
         return 1;
     }
-    unsigned char *data;
-    size_t len;
-    int rc = zr_file_read(s, key, &data, &len, err);
-    if (rc > 0 && len > ZR_MAX_META)
-        rc = cfs_err_setc(err, CFS_EDAMAGED, "%s is %zu bytes, too big for Zarr metadata", key,
-                          len);
-    if (rc > 0) {
-        json_error_t je;
-        j = json_loadb((const char *)data, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
-        if (!j)
-            rc = cfs_err_setc(err, CFS_EDAMAGED, "%s is not JSON (line %d: %s); re-write the "
-                              "store with zarr or anndata", key, je.line, je.text);
-        else
-            *out = j;
+    int rc = document(s, rel, "zarr.json", out, err);
+    if (rc > 0 && !json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        return cfs_err_setc(err, CFS_EDAMAGED, "%s%szarr.json is not a JSON object; re-write "
+                            "the store", rel, *rel ? "/" : "");
     }
-    free(data);
-    free(key);
     return rc;
+}
+
+static int open_v2(zr_store *s, cfs_err *err)
+{
+    json_t *zm;
+    int rc = document(s, "", ".zmetadata", &zm, err);
+    if (rc <= 0)
+        return rc;
+    json_t *fmt = json_object_get(zm, "zarr_consolidated_format");
+    json_t *meta = json_object_get(zm, "metadata");
+    if (!json_is_integer(fmt) || json_integer_value(fmt) != 1 || !json_is_object(meta)) {
+        json_decref(zm);
+        return cfs_err_setc(err, CFS_EDAMAGED, ".zmetadata is not consolidated metadata "
+                            "(zarr_consolidated_format 1 with a metadata object); delete it "
+                            "or re-consolidate the store (zarr.consolidate_metadata)");
+    }
+    s->meta = json_incref(meta);
+    json_decref(zm);
+    return 0;
+}
+
+static int open_v3(zr_store *s, cfs_err *err)
+{
+    json_t *fmt = json_object_get(s->root3, "zarr_format");
+    if (!json_is_object(s->root3) || !json_is_integer(fmt) || json_integer_value(fmt) != 3)
+        return cfs_err_setc(err, CFS_EDAMAGED, "zarr.json is not Zarr v3 metadata (an object "
+                            "with zarr_format 3); re-write the store with zarr or anndata");
+    json_t *cm = json_object_get(s->root3, "consolidated_metadata");
+    if (!cm || json_is_null(cm))
+        return 0;
+    json_t *kind = json_object_get(cm, "kind");
+    json_t *meta = json_object_get(cm, "metadata");
+    if (!json_is_string(kind) || strcmp(json_string_value(kind), "inline") != 0 ||
+        !json_is_object(meta))
+        return cfs_err_setc(err, CFS_EDAMAGED, "zarr.json's consolidated_metadata is not "
+                            "inline metadata (kind \"inline\" with a metadata object); "
+                            "re-consolidate the store (zarr.consolidate_metadata)");
+    s->meta = json_incref(meta);
+    return 0;
 }
 
 int zr_store_open(const char *path, zr_store **out, cfs_err *err)
 {
     *out = NULL;
     zr_store *s = calloc(1, sizeof *s);
-    if (!s || !(s->root = strdup(path))) {
-        free(s);
+    if (!s)
         return cfs_err_oom(err);
+    int rc = zr_backend_open(path, &s->b, err);
+    if (rc == 0)
+        rc = load_json(s, "zarr.json", &s->root3, err);
+    if (rc > 0) {
+        s->version = 3;
+        rc = open_v3(s, err);
+    } else if (rc == 0) {
+        s->version = 2;
+        rc = open_v2(s, err);
     }
-    if (!(s->real_root = realpath(path, NULL))) {
-        int e = errno;
-        zr_store_free(s);
-        return cfs_err_setc(err, CFS_EIO, "cannot be resolved: %s", strerror(e));
-    }
-    json_t *zm;
-    int rc = document(s, "", ".zmetadata", &zm, err);
     if (rc < 0) {
         zr_store_free(s);
         return -1;
-    }
-    if (rc > 0) {
-        json_t *fmt = json_object_get(zm, "zarr_consolidated_format");
-        json_t *meta = json_object_get(zm, "metadata");
-        if (!json_is_integer(fmt) || json_integer_value(fmt) != 1 || !json_is_object(meta)) {
-            json_decref(zm);
-            zr_store_free(s);
-            return cfs_err_setc(err, CFS_EDAMAGED, ".zmetadata is not consolidated metadata "
-                                "(zarr_consolidated_format 1 with a metadata object); delete it "
-                                "or re-consolidate the store (zarr.consolidate_metadata)");
-        }
-        s->meta = json_incref(meta);
-        json_decref(zm);
     }
     *out = s;
     return 0;
@@ -189,8 +178,8 @@ void zr_store_free(zr_store *s)
     if (!s)
         return;
     json_decref(s->meta);
-    free(s->root);
-    free(s->real_root);
+    json_decref(s->root3);
+    zr_backend_free(s->b);
     free(s);
 }
 
@@ -199,19 +188,28 @@ static bool has_doc(const zr_store *s, const char *rel, const char *leaf)
     char *key = cfs_path_join(rel, leaf);
     if (!key)
         return false;
-    bool yes = s->meta && json_object_get(s->meta, key);
-    char *path = NULL;
-    cfs_err ignore;
-    struct stat st;
-    if (!yes && resolve(s, key, &path, &ignore) > 0)
-        yes = stat(path, &st) == 0 && S_ISREG(st.st_mode);
-    free(path);
+    bool yes = (s->meta && json_object_get(s->meta, key)) || zr_backend_has(s->b, key);
     free(key);
     return yes;
 }
 
 zr_kind zr_node_kind(const zr_store *s, const char *rel)
 {
+    if (s->version == 3) {
+        json_t *j;
+        cfs_err ignore;
+        int rc = node3(s, rel, &j, &ignore);
+        /* a zarr.json that cannot be read counts as an array's, so that opening it says why */
+        if (rc < 0)
+            return ZR_ARRAY;
+        if (rc == 0)
+            return ZR_NONE;
+        const char *t = json_string_value(json_object_get(j, "node_type"));
+        zr_kind k = !t ? ZR_NONE : strcmp(t, "array") == 0 ? ZR_ARRAY
+                  : strcmp(t, "group") == 0 ? ZR_GROUP : ZR_NONE;
+        json_decref(j);
+        return k;
+    }
     if (has_doc(s, rel, ".zarray"))
         return ZR_ARRAY;
     if (has_doc(s, rel, ".zgroup"))
@@ -221,7 +219,21 @@ zr_kind zr_node_kind(const zr_store *s, const char *rel)
 
 int zr_attrs(const zr_store *s, const char *rel, json_t **out, cfs_err *err)
 {
-    int rc = document(s, rel, ".zattrs", out, err);
+    int rc;
+    const char *what = ".zattrs";
+    if (s->version == 3) {
+        json_t *node;
+        what = "zarr.json's attributes";
+        rc = node3(s, rel, &node, err);
+        if (rc > 0) {
+            json_t *a = json_object_get(node, "attributes");
+            *out = a ? json_incref(a) : NULL;
+            rc = a ? 1 : 0;
+            json_decref(node);
+        }
+    } else {
+        rc = document(s, rel, ".zattrs", out, err);
+    }
     if (rc < 0)
         return -1;
     if (rc == 0)
@@ -229,8 +241,8 @@ int zr_attrs(const zr_store *s, const char *rel, json_t **out, cfs_err *err)
     if (!json_is_object(*out)) {
         json_decref(*out);
         *out = NULL;
-        return cfs_err_setc(err, CFS_EDAMAGED, "%s%s.zattrs is not a JSON object", rel,
-                            *rel ? "/" : "");
+        return cfs_err_setc(err, CFS_EDAMAGED, "%s%s%s is not a JSON object", rel,
+                            *rel ? "/" : "", what);
     }
     return 0;
 }
@@ -266,53 +278,60 @@ static int push_name(char ***names, size_t *n, size_t *cap, const char *name, si
     return 0;
 }
 
+/* The child's name when key (a consolidated metadata key) names a direct child node of rel:
+ * v2 "<rel>/<child>/.zarray" or ".zgroup", v3 "<rel>/<child>". */
+static const char *consolidated_child(const zr_store *s, const char *rel, const char *key,
+                                      size_t *len)
+{
+    size_t plen = strlen(rel);
+    if (plen && (strncmp(key, rel, plen) != 0 || key[plen] != '/'))
+        return NULL;
+    const char *child = key + (plen ? plen + 1 : 0);
+    const char *slash = strchr(child, '/');
+    if (s->version == 3) {
+        *len = strlen(child);
+        return *child && !slash ? child : NULL;
+    }
+    if (!slash || slash == child)
+        return NULL;
+    if (strcmp(slash, "/.zarray") != 0 && strcmp(slash, "/.zgroup") != 0)
+        return NULL;
+    *len = (size_t)(slash - child);
+    return child;
+}
+
 int zr_children(const zr_store *s, const char *rel, char ***names, size_t *n, cfs_err *err)
 {
     *names = NULL;
     *n = 0;
-    size_t cap = 0;
-    size_t plen = strlen(rel);
-    /* consolidated keys "<rel>/<child>/.zarray" or ".zgroup" */
-    const char *key;
+    size_t cap = 0, len;
+    const char *key, *child;
     json_t *v;
     if (s->meta)
         json_object_foreach(s->meta, key, v) {
-            if (plen && (strncmp(key, rel, plen) != 0 || key[plen] != '/'))
-                continue;
-            const char *child = key + (plen ? plen + 1 : 0);
-            const char *slash = strchr(child, '/');
-            if (!slash || slash == child)
-                continue;
-            if (strcmp(slash, "/.zarray") != 0 && strcmp(slash, "/.zgroup") != 0)
-                continue;
-            if (push_name(names, n, &cap, child, (size_t)(slash - child)) < 0)
+            if ((child = consolidated_child(s, rel, key, &len)) &&
+                push_name(names, n, &cap, child, len) < 0)
                 goto oom;
         }
-    /* and the folder's sub-folders that are nodes (keys .zmetadata does not list) */
-    char *dir = NULL;
-    int rc = resolve(s, rel, &dir, err);
-    if (rc < 0) {
+    /* and the sub-folders that are nodes (keys the consolidated metadata does not list) */
+    char **list = NULL;
+    size_t nlist = 0;
+    if (zr_backend_dirs(s->b, rel, &list, &nlist, err) < 0) {
         zr_names_free(*names, *n);
         *names = NULL;
         *n = 0;
         return -1;
     }
-    char **list = NULL;
-    size_t nlist = 0;
-    if (rc > 0 && cfs_path_list(dir, &list, &nlist) == 0) {
-        for (size_t i = 0; i < nlist; i++) {
-            char *crel = cfs_path_join(rel, list[i]);
-            bool node = crel && zr_node_kind(s, crel) != ZR_NONE;
-            free(crel);
-            if (node && push_name(names, n, &cap, list[i], strlen(list[i])) < 0) {
-                cfs_path_list_free(list, nlist);
-                free(dir);
-                goto oom;
-            }
+    for (size_t i = 0; i < nlist; i++) {
+        char *crel = cfs_path_join(rel, list[i]);
+        bool node = crel && zr_node_kind(s, crel) != ZR_NONE;
+        free(crel);
+        if (node && push_name(names, n, &cap, list[i], strlen(list[i])) < 0) {
+            zr_names_free(list, nlist);
+            goto oom;
         }
-        cfs_path_list_free(list, nlist);
     }
-    free(dir);
+    zr_names_free(list, nlist);
     if (*n > 1)
         qsort(*names, *n, sizeof **names, cmp_names);
     return 0;
@@ -563,9 +582,21 @@ static int parse_filters(json_t *filters, zr_meta *m, cfs_err *err)
     return 0;
 }
 
+static int meta_read3(const zr_store *s, const char *rel, zr_meta *m, cfs_err *err);
+
+static int chunks_check(const zr_meta *m, cfs_err *err)
+{
+    for (int d = 0; d < m->ndim; d++)
+        if (m->chunks[d] == 0 && m->shape[d] > 0)
+            return cfs_err_set(err, "its chunks are empty along axis %d", d);
+    return 0;
+}
+
 int zr_meta_read(const zr_store *s, const char *rel, zr_meta *m, cfs_err *err)
 {
     memset(m, 0, sizeof *m);
+    if (s->version == 3)
+        return meta_read3(s, rel, m, err);
     json_t *j;
     int rc = document(s, rel, ".zarray", &j, err);
     if (rc == 0)
@@ -610,12 +641,11 @@ int zr_meta_read(const zr_store *s, const char *rel, zr_meta *m, cfs_err *err)
              parse_fill(json_object_get(j, "fill_value"), m, err) < 0)
         ;
     else
-        rc = 0;
-    for (int d = 0; rc == 0 && d < m->ndim; d++)
-        if (m->chunks[d] == 0 && m->shape[d] > 0)
-            rc = cfs_err_set(err, "its chunks are empty along axis %d", d);
+        rc = chunks_check(m, err);
     if (rc == 0) {
-        m->fortran = order && strcmp(json_string_value(order), "F") == 0;
+        bool fortran = order && strcmp(json_string_value(order), "F") == 0;
+        for (int d = 0; d < m->ndim; d++)
+            m->perm[d] = fortran ? m->ndim - 1 - d : d;
         m->sep = sep && strcmp(json_string_value(sep), "/") == 0 ? '/' : '.';
         m->compressor = json_is_object(comp) ? json_incref(comp) : NULL;
     } else {
@@ -628,9 +658,237 @@ int zr_meta_read(const zr_store *s, const char *rel, zr_meta *m, cfs_err *err)
 void zr_meta_clear(zr_meta *m)
 {
     json_decref(m->compressor);
+    json_decref(m->b2b);
+    m->b2b = NULL;
     free(m->fill_str);
     m->compressor = NULL;
     m->fill_str = NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* zarr.json (Zarr v3) */
+
+static const char *cfg_string(json_t *codec, const char *key)
+{
+    return json_string_value(json_object_get(json_object_get(codec, "configuration"), key));
+}
+
+/* A v3 data_type: a name, or an object with a name and a configuration. */
+static int parse_dtype3(json_t *dt, zr_meta *m, cfs_err *err)
+{
+    static const struct { const char *name, *v2; } simple[] = {
+        {"bool", "|b1"}, {"int8", "|i1"}, {"int16", "<i2"}, {"int32", "<i4"}, {"int64", "<i8"},
+        {"uint8", "|u1"}, {"uint16", "<u2"}, {"uint32", "<u4"}, {"uint64", "<u8"},
+        {"float16", "<f2"}, {"float32", "<f4"}, {"float64", "<f8"}, {NULL, NULL}};
+    const char *name = json_is_string(dt) ? json_string_value(dt)
+                                          : json_string_value(json_object_get(dt, "name"));
+    if (!name)
+        return cfs_err_set(err, "its data_type is missing");
+    for (size_t i = 0; simple[i].name; i++)
+        if (strcmp(name, simple[i].name) == 0)
+            return parse_dtype(simple[i].v2, m, err);
+    if (strcmp(name, "string") == 0 || strcmp(name, "variable_length_utf8") == 0 ||
+        strcmp(name, "bytes") == 0 || strcmp(name, "variable_length_bytes") == 0)
+        return parse_dtype("|O", m, err);
+    json_t *lb = json_object_get(json_object_get(dt, "configuration"), "length_bytes");
+    if ((strcmp(name, "fixed_length_utf32") == 0 || strcmp(name, "null_terminated_bytes") == 0)
+        && json_is_integer(lb) && json_integer_value(lb) > 0 &&
+        json_integer_value(lb) < (1 << 26)) {
+        char v2[32];
+        bool utf32 = name[0] == 'f';
+        snprintf(v2, sizeof v2, "%c%c%lld", utf32 ? '<' : '|', utf32 ? 'U' : 'S',
+                 (long long)json_integer_value(lb) / (utf32 ? 4 : 1));
+        return parse_dtype(v2, m, err);
+    }
+    return cfs_err_setc(err, CFS_EREFUSED, "its data_type '%s' is not one this version reads",
+                        name);
+}
+
+static int index_codecs_check(json_t *codecs, zr_meta *m, cfs_err *err)
+{
+    size_t n = json_array_size(codecs);
+    for (size_t i = 0; i < n; i++) {
+        json_t *c = json_array_get(codecs, i);
+        const char *name = json_string_value(json_object_get(c, "name"));
+        const char *endian = cfg_string(c, "endian");
+        if (name && i == 0 && strcmp(name, "bytes") == 0 && (!endian ||
+                                                             strcmp(endian, "little") == 0))
+            continue;
+        if (name && i == 1 && strcmp(name, "crc32c") == 0) {
+            m->index_crc = true;
+            continue;
+        }
+        return cfs_err_setc(err, CFS_EREFUSED, "its shard index is encoded with the codec "
+                            "'%s', which this version cannot decode (it reads bytes little "
+                            "and crc32c)", name ? name : "?");
+    }
+    return n ? 0 : cfs_err_set(err, "its sharding_indexed codec has no index_codecs");
+}
+
+static int parse_codecs3(json_t *codecs, zr_meta *m, bool inner, cfs_err *err);
+
+static int parse_sharding(json_t *codec, zr_meta *m, cfs_err *err)
+{
+    json_t *cfg = json_object_get(codec, "configuration");
+    int nd = 0;
+    uint64_t inner[CFS_MAX_DIMS];
+    if (parse_dims(json_object_get(cfg, "chunk_shape"), "inner chunk_shape", &nd, inner,
+                   err) < 0)
+        return -1;
+    if (nd != m->ndim)
+        return cfs_err_set(err, "its inner chunks have %d dimensions but its shape %d", nd,
+                           m->ndim);
+    for (int d = 0; d < nd; d++) {
+        if (inner[d] == 0 || m->chunks[d] % inner[d] != 0)
+            return cfs_err_set(err, "its shards are not a whole number of inner chunks along "
+                               "axis %d", d);
+        m->shard[d] = m->chunks[d];
+        m->chunks[d] = inner[d];
+    }
+    const char *loc = json_string_value(json_object_get(cfg, "index_location"));
+    if (loc && strcmp(loc, "start") != 0 && strcmp(loc, "end") != 0)
+        return cfs_err_set(err, "its shard index_location is not \"start\" or \"end\"");
+    m->index_at_start = loc && strcmp(loc, "start") == 0;
+    m->sharded = true;
+    if (index_codecs_check(json_object_get(cfg, "index_codecs"), m, err) < 0)
+        return -1;
+    return parse_codecs3(json_object_get(cfg, "codecs"), m, true, err);
+}
+
+/* The codecs: array-to-array (transpose), one array-to-bytes (bytes, vlen-utf8, vlen-bytes,
+ * or, outside a shard, sharding_indexed), then bytes-to-bytes (blosc, zstd, gzip, crc32c). */
+static int parse_codecs3(json_t *codecs, zr_meta *m, bool inner, cfs_err *err)
+{
+    if (!json_is_array(codecs))
+        return cfs_err_set(err, "its codecs are not a list");
+    int phase = 0;
+    for (int d = 0; d < m->ndim; d++)
+        m->perm[d] = d;
+    if (!(m->b2b = json_array()))
+        return cfs_err_oom(err);
+    for (size_t i = 0; i < json_array_size(codecs); i++) {
+        json_t *c = json_array_get(codecs, i);
+        const char *name = json_string_value(json_object_get(c, "name"));
+        if (!name)
+            return cfs_err_set(err, "a codec without a name");
+        if (strcmp(name, "transpose") == 0 && phase == 0) {
+            json_t *order = json_object_get(json_object_get(c, "configuration"), "order");
+            int perm[CFS_MAX_DIMS], seen = 0;
+            if (!json_is_array(order) || (int)json_array_size(order) != m->ndim)
+                return cfs_err_set(err, "its transpose order is not a list of its axes");
+            for (int d = 0; d < m->ndim; d++) {
+                json_t *v = json_array_get(order, (size_t)d);
+                long long k = json_is_integer(v) ? json_integer_value(v) : -1;
+                if (k < 0 || k >= m->ndim || (seen & (1 << k)))
+                    return cfs_err_set(err, "its transpose order is not a permutation");
+                seen |= 1 << k;
+                perm[d] = m->perm[k];
+            }
+            memcpy(m->perm, perm, sizeof perm);
+        } else if (strcmp(name, "bytes") == 0 && phase == 0) {
+            const char *endian = cfg_string(c, "endian");
+            if (m->tkind == ZR_T_OBJECT)
+                return cfs_err_set(err, "its strings are encoded with bytes, not vlen-utf8");
+            if (endian && strcmp(endian, "big") != 0 && strcmp(endian, "little") != 0)
+                return cfs_err_set(err, "its bytes codec's endian is not big or little");
+            m->big_endian = endian && strcmp(endian, "big") == 0 && m->itemsize > 1 &&
+                            m->tkind != ZR_T_BYTES;
+            phase = 1;
+        } else if ((strcmp(name, "vlen-utf8") == 0 || strcmp(name, "vlen-bytes") == 0) &&
+                   phase == 0 && m->tkind == ZR_T_OBJECT) {
+            m->object_codec = name[5] == 'u' ? ZR_VLEN_UTF8 : ZR_VLEN_BYTES;
+            phase = 1;
+        } else if (strcmp(name, "sharding_indexed") == 0 && phase == 0 && !inner) {
+            if (json_array_size(codecs) != i + 1)
+                return cfs_err_setc(err, CFS_EREFUSED, "it has codecs after sharding_indexed, "
+                                    "which this version cannot decode");
+            json_decref(m->b2b);
+            m->b2b = NULL;
+            return parse_sharding(c, m, err);
+        } else if (phase == 1 && (strcmp(name, "gzip") == 0 || strcmp(name, "zstd") == 0 ||
+                                  strcmp(name, "blosc") == 0 || strcmp(name, "crc32c") == 0)) {
+            if (json_array_append(m->b2b, c) < 0)
+                return cfs_err_oom(err);
+        } else {
+            return cfs_err_setc(err, CFS_EREFUSED, "it is encoded with the codec '%s'%s, which "
+                                "this version cannot decode (it reads transpose, bytes, "
+                                "vlen-utf8, vlen-bytes, sharding_indexed, blosc, zstd, gzip "
+                                "and crc32c); re-write it with those", name,
+                                phase ? "" : " where an array codec belongs");
+        }
+    }
+    if (phase == 0)
+        return cfs_err_set(err, "its codecs have no bytes codec");
+    return 0;
+}
+
+/* v3 fill values: numbers, "NaN"/"Infinity"/"-Infinity", or a float's raw bits as "0x..." */
+static int parse_fill3(json_t *fv, zr_meta *m, cfs_err *err)
+{
+    const char *t = json_string_value(fv);
+    if (m->tkind == ZR_T_FLOAT && t && t[0] == '0' && t[1] == 'x') {
+        char *end;
+        unsigned long long bits = strtoull(t + 2, &end, 16);
+        if (*end)
+            return cfs_err_set(err, "its fill_value '%s' is not a number", t);
+        memset(m->fill, 0, sizeof m->fill);
+        put_le(m->fill, bits, m->itemsize);
+        return 0;
+    }
+    if (m->tkind == ZR_T_BYTES && json_is_array(fv))
+        return (m->fill_str = strdup("")) ? 0 : cfs_err_oom(err);
+    return parse_fill(fv, m, err);
+}
+
+static int meta_read3(const zr_store *s, const char *rel, zr_meta *m, cfs_err *err)
+{
+    json_t *j;
+    int rc = node3(s, rel, &j, err);
+    if (rc == 0)
+        return cfs_err_set(err, "it has no zarr.json");
+    if (rc < 0)
+        return -1;
+    rc = -1;
+    const char *type = json_string_value(json_object_get(j, "node_type"));
+    json_t *grid = json_object_get(j, "chunk_grid");
+    json_t *keys = json_object_get(j, "chunk_key_encoding");
+    const char *gname = json_string_value(json_object_get(grid, "name"));
+    const char *kname = json_string_value(json_object_get(keys, "name"));
+    const char *sep = cfg_string(keys, "separator");
+    int cdims = 0;
+    if (!type || strcmp(type, "array") != 0)
+        cfs_err_set(err, "its zarr.json is not an array's");
+    else if (parse_dims(json_object_get(j, "shape"), "shape", &m->ndim, m->shape, err) < 0)
+        ;
+    else if (!gname || strcmp(gname, "regular") != 0)
+        cfs_err_setc(err, CFS_EREFUSED, "its chunk_grid '%s' is not one this version reads "
+                     "(regular)", gname ? gname : "?");
+    else if (parse_dims(json_object_get(json_object_get(grid, "configuration"), "chunk_shape"),
+                        "chunk_shape", &cdims, m->chunks, err) < 0)
+        ;
+    else if (cdims != m->ndim)
+        cfs_err_set(err, "its chunks have %d dimensions but its shape %d", cdims, m->ndim);
+    else if (!kname || (strcmp(kname, "default") != 0 && strcmp(kname, "v2") != 0))
+        cfs_err_setc(err, CFS_EREFUSED, "its chunk_key_encoding '%s' is not one this version "
+                     "reads (default, v2)", kname ? kname : "?");
+    else if (sep && strcmp(sep, ".") != 0 && strcmp(sep, "/") != 0)
+        cfs_err_set(err, "its chunk key separator is not \".\" or \"/\"");
+    else if (parse_dtype3(json_object_get(j, "data_type"), m, err) < 0)
+        ;
+    else if (parse_codecs3(json_object_get(j, "codecs"), m, false, err) < 0)
+        ;
+    else if (parse_fill3(json_object_get(j, "fill_value"), m, err) < 0)
+        ;
+    else
+        rc = chunks_check(m, err);
+    if (rc == 0) {
+        m->key_prefix_c = strcmp(kname, "default") == 0;
+        m->sep = sep ? sep[0] : m->key_prefix_c ? '/' : '.';
+    } else {
+        zr_meta_clear(m);
+    }
+    json_decref(j);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */

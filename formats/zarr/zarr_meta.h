@@ -1,10 +1,12 @@
 /*
- * The metadata of a Zarr v2 store in a folder (../shared/reference/zarr-anndata-fuse.md §2):
- * which nodes are groups and which arrays (.zgroup, .zarray), their attributes (.zattrs), and
- * an array's description (shape, chunks, dtype, order, dimension separator, compressor,
- * filters, fill value). A root .zmetadata (zarr-python's consolidated metadata) is used when
- * present, each key it lacks read from its own file. Every file is opened read-only, and
- * nothing is read through a symlink leading out of the store's folder.
+ * The metadata of a Zarr store in a folder or a zip (zarr_backend.h;
+ * ../shared/reference/zarr-anndata-fuse.md §2): which nodes are groups and which arrays, their
+ * attributes, and an array's description (shape, chunks, data type, element order, chunk keys,
+ * codecs, fill value), the same for Zarr v2 (.zgroup, .zarray, .zattrs) and Zarr v3 (zarr.json,
+ * node_type, attributes, codecs), which the layers above never tell apart. Consolidated
+ * metadata (v2: a root .zmetadata; v3: "consolidated_metadata" inside the root's zarr.json) is
+ * used when present, each key it lacks read from its own file. Every file is opened read-only,
+ * and nothing is read through a symlink leading out of the store's folder.
  */
 #ifndef CFS_ZARR_META_H
 #define CFS_ZARR_META_H
@@ -23,6 +25,10 @@ typedef struct zr_store zr_store;
 int zr_store_open(const char *path, zr_store **out, cfs_err *err);
 void zr_store_free(zr_store *s);
 bool zr_store_consolidated(const zr_store *s);
+/* 2 or 3: the store's Zarr format (a root zarr.json makes it 3). */
+int zr_store_version(const zr_store *s);
+/* Whether the store is read from a zip file. */
+bool zr_store_zipped(const zr_store *s);
 
 typedef enum zr_kind { ZR_NONE, ZR_GROUP, ZR_ARRAY } zr_kind;
 
@@ -45,7 +51,7 @@ typedef enum zr_tkind {
 
 typedef enum zr_object_codec { ZR_VLEN_NONE, ZR_VLEN_UTF8, ZR_VLEN_BYTES } zr_object_codec;
 
-/* An array's .zarray, checked. */
+/* An array's metadata (.zarray or zarr.json), checked. */
 typedef struct zr_meta {
     int ndim;
     uint64_t shape[CFS_MAX_DIMS], chunks[CFS_MAX_DIMS];
@@ -53,9 +59,17 @@ typedef struct zr_meta {
     size_t itemsize;          /* bytes per stored element (ZR_T_OBJECT: 0) */
     bool big_endian;
     cfs_dtype dtype;          /* what the model sees */
-    bool fortran;             /* order "F" */
+    /* Stored axis j of a chunk is the array's axis perm[j] (order "C": identity, "F":
+     * reversed, v3: the transpose codec's order). */
+    int perm[CFS_MAX_DIMS];
     char sep;                 /* dimension separator '.' or '/' */
-    json_t *compressor;       /* NULL: none (a reference owned here) */
+    bool key_prefix_c;        /* v3 "default" chunk keys: "c/0/1" */
+    json_t *compressor;       /* v2: NULL: none (a reference owned here) */
+    json_t *b2b;              /* v3: the bytes-to-bytes codecs in encode order (a list) */
+    /* v3 sharding_indexed: each shard (shard[] elements) holds inner chunks (chunks[]) and an
+     * index of (offset, nbytes) pairs at its start or end, with a crc32c when index_crc. */
+    bool sharded, index_at_start, index_crc;
+    uint64_t shard[CFS_MAX_DIMS];
     zr_object_codec object_codec;
     /* The fill value as one element of the model's read buffer (numeric), or as a string. */
     unsigned char fill[8];

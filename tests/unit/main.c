@@ -23,6 +23,7 @@ int main(void)
     run("fuzz regressions", unit_fuzz_regressions);
     run("rstream", unit_rstream);
     run("isolate", unit_isolate);
+    run("zarr input", unit_zarr_input);
     printf("unit: %d passed, %d failed\n", unit_passed, unit_failed);
     return unit_failed != 0;
 }

@@ -28,6 +28,7 @@ void unit_fuse(void);
 void unit_formats(void);
 void unit_registry(void);
 void unit_fuzz_regressions(void);
+void unit_zarr_input(void);
 void unit_rstream(void);
 void unit_isolate(void);
 
