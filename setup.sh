@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (as root) and runs cellucid-fs.
-#   bash setup.sh test      install, build, run every test (ends with "N passed, N failed")
+#   bash setup.sh test      install, build, run every test, then the sanitizer stages (ASan +
+#                           UBSan, TSan: tests/run-sanitized); ends with "N passed, N failed",
+#                           every stage summed
 #   bash setup.sh example   install, build, mount the bundled example (example/: 283 real PBMCs
 #                           as pbmc.h5ad, pbmc_loom.loom and the Cell Ranger folder
 #                           pbmc_cellranger/) and serve it on http://127.0.0.1:8000/ until Ctrl-C
@@ -16,6 +18,7 @@ DEBIAN_PACKAGES=(
     libhdf5-dev libjansson-dev libblosc-dev libzstd-dev liblz4-dev liblzf-dev zlib1g-dev libsqlite3-dev libfuse3-dev liblzma-dev libbz2-dev libzip-dev fuse3 nginx
     python3-anndata python3-zarr python3-h5py python3-loompy python3-numpy python3-pandas python3-scipy
     python3-pytest python3-hdf5plugin bitshuffle python3-numcodecs nodejs chromium
+    clang libclang-rt-14-dev
 )
 
 deps() {
@@ -53,13 +56,50 @@ build() {
     make -j"$(nproc)" -s
 }
 
+# The sanitizer builds: clang, out of tree in build-<kind>/, from a copy of the distributed
+# sources (make distdir: a configured source tree takes no second, VPATH, configuration).
+SANITIZE_asan='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g -O1'
+SANITIZE_tsan='-fsanitize=thread -g -O1'
+
+sanitized_build() {
+    local kind=$1 flags
+    eval "flags=\$SANITIZE_$kind"
+    rm -rf "build-$kind"
+    mkdir -p "build-$kind"
+    make -s distdir distdir="build-$kind/src" >/dev/null
+    (cd "build-$kind" && src/configure -q CC=clang CFLAGS="$flags" PYTHON=/usr/bin/python3 &&
+        make -j"$(nproc)" -s cellucid-fs tests/unit/test_units) >"build-$kind.log" 2>&1 ||
+        { tail -n 40 "build-$kind.log"; return 1; }
+}
+
+# The counts of a line "[label: ]N passed, N failed" of a log (0 1 when it has none).
+counts() {
+    local line
+    line=$(grep -E "^$2[0-9]+ passed, [0-9]+ failed\$" "$1" | tail -n 1)
+    [ -n "$line" ] || { echo "0 1"; return; }
+    echo "$line" | sed -E 's/^[^0-9]*([0-9]+) passed, ([0-9]+) failed$/\1 \2/'
+}
+
 run_tests() {
-    local status=0
+    local status=0 kind passed failed p f
     make -s -j"$(nproc)" check >/dev/null 2>&1 || status=$?
     cat tests/run-suite.log
-    # The summary is repeated last so a reader of the tail sees it.
-    grep -E '^[0-9]+ passed, [0-9]+ failed$' tests/run-suite.log | tail -n 1 ||
-        echo "0 passed, 1 failed"
+    read -r passed failed < <(counts tests/run-suite.log '')
+    # Then the sanitizer stages: a report from any sanitized process is a failure.
+    for kind in asan tsan; do
+        if sanitized_build "$kind"; then
+            bash tests/run-sanitized "$kind" "build-$kind" 2>&1 | tee "tests/run-$kind.log" ||
+                status=1
+        else
+            echo "$kind: 0 passed, 1 failed" | tee "tests/run-$kind.log"
+            status=1
+        fi
+        read -r p f < <(counts "tests/run-$kind.log" "$kind: ")
+        passed=$((passed + p)) failed=$((failed + f))
+    done
+    # The summary of every stage is last so a reader of the tail sees it.
+    echo "$passed passed, $failed failed"
+    [ "$failed" -eq 0 ] || status=1
     return "$status"
 }
 

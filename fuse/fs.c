@@ -362,7 +362,10 @@ static struct fuse_session *new_session(const char *fuse_opts, bool debug, mount
              fuse_opts[0] ? "," : "", fuse_opts);
     char *argv[] = {"cellucid-fs", "-o", opts, debug ? "-d" : NULL, NULL};
     struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, argv);
-    return fuse_session_new(&args, &ops, sizeof ops, st);
+    struct fuse_session *se = fuse_session_new(&args, &ops, sizeof ops, st);
+    /* The parse leaves args holding copies of what it did not take: they are ours to free. */
+    fuse_opt_free_args(&args);
+    return se;
 }
 
 /* After a source changes: drop the kernel's cached entry (and data) of what changed. */

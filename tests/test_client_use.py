@@ -281,6 +281,12 @@ def served(cfs, tmp_path_factory):
                 m = Mount(cfs, src_of(fmt), root / f"mnt-{fmt}", root / f"cache-{fmt}", [], root / "logs")
                 started[fmt] = m  # registered before start: teardown stops it even if start fails
                 m.start()
+                # Compressed copies are made in the background once the mount is up: their
+                # sources are listed working, and not in the tree, until then.
+                deadline = time.monotonic() + conftest.TIMEOUT
+                while (any(s["state"] == "working" for s in m.status()["sources"])
+                       and time.monotonic() < deadline):
+                    time.sleep(0.1)
             m = started[fmt]
             assert m.proc is not None and m.proc.poll() is None, f"the {fmt} mount's daemon is gone:\n{m.stderr()}"
             base = m.mnt

@@ -384,11 +384,13 @@ static bool obs_keys_ok(checker *c, cfs_elem *el)
     uint64_t n = el->values->shape[0], start[1] = {0}, count[1] = {n};
     char **keys = calloc(n ? n : 1, sizeof *keys);
     cfs_err ignored;
-    bool ok = keys && cfs_array_read(el->values, start, count, keys, &ignored) == 0;
+    bool read = keys && cfs_array_read(el->values, start, count, keys, &ignored) == 0;
+    bool ok = read;
     for (uint64_t i = 0; ok && i < n; i++)
         ok = keys[i] && has_element(c->ds, "obs", keys[i]);
-    if (keys)
-        cfs_strings_free(keys, ok ? n : 0);
+    /* Every string read is freed, the keys after one the obs lacks too. */
+    if (read)
+        cfs_strings_free(keys, n);
     free(keys);
     return ok;
 }
