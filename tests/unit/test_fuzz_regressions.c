@@ -93,28 +93,45 @@ static void test_lz4_huge_size_header(void)
     free(data);
 }
 
+/* Opens regressions/fuzz_rds/<name> with the rds format. */
+static int open_rds_regression(const char *name, cfs_dataset **ds, cfs_err *err)
+{
+    char path[4096];
+    const char *srcdir = getenv("srcdir");
+    snprintf(path, sizeof path, "%s/tests/fuzz/regressions/fuzz_rds/%s", srcdir ? srcdir : ".",
+             name);
+    const cfs_format *rds = NULL;
+    for (const cfs_format *const *f = cfs_formats(); *f; f++)
+        if (strcmp((*f)->name, "rds") == 0)
+            rds = *f;
+    *ds = NULL;
+    return rds ? rds->open(path, ds, err) : -2;
+}
+
 /* A Seurat object whose counts are a dsCMatrix of 14 x 10: a symmetric matrix that is not
  * square. Its mirrored entries were written past the column pointers. Now the layer is left
  * out with the reason (which the Seurat mapping used to lose, saying "out of memory"). */
 static void test_symmetric_not_square(void)
 {
-    char path[4096];
-    const char *srcdir = getenv("srcdir");
-    snprintf(path, sizeof path, "%s/tests/fuzz/regressions/fuzz_rds/symmetric-not-square",
-             srcdir ? srcdir : ".");
-    const cfs_format *rds = NULL;
-    for (const cfs_format *const *f = cfs_formats(); *f; f++)
-        if (strcmp((*f)->name, "rds") == 0)
-            rds = *f;
     cfs_dataset *ds = NULL;
     cfs_err err = {0};
-    CHECK(rds && rds->open(path, &ds, &err) == 0);
+    CHECK(open_rds_regression("symmetric-not-square", &ds, &err) == 0);
     bool left_out = false;
     for (size_t i = 0; ds && i < ds->nleftout; i++)
         left_out |= strcmp(ds->leftout[i].element, "layers/counts") == 0 &&
                     strstr(ds->leftout[i].reason, "not square") != NULL;
     CHECK(left_out);
     cfs_dataset_free(ds);
+}
+
+/* An SCE whose triplet matrix claims a billion unnamed features: their numbers were allocated
+ * (8 GB). Now refused as damaged before that. */
+static void test_unnamed_huge_dims(void)
+{
+    cfs_dataset *ds = NULL;
+    cfs_err err = {0};
+    CHECK(open_rds_regression("unnamed-huge-dims", &ds, &err) == -1 && !ds &&
+          err.status == CFS_EDAMAGED && strstr(err.msg, "unnamed rows"));
 }
 
 /* defaults/obsKeys naming a column obs lacks (as the fixture wrong.h5ad does): the keys read
@@ -152,6 +169,7 @@ void unit_fuzz_regressions(void)
 {
     test_obs_keys_missing_column();
     test_symmetric_not_square();
+    test_unnamed_huge_dims();
     test_lz4_huge_size_header();
     test_altrep_long_sequence();
     test_lzma_huge_dictionary();
