@@ -66,9 +66,9 @@ class Store:
         r = self.root
         self.obs = read_elem(r["obs"])
         self.var = read_elem(r["var"])
-        self.obsm = read_elem(r["obsm"])
-        self.obsp = read_elem(r["obsp"])
-        self.uns = read_elem(r["uns"])
+        # a mapping the input has none of may be absent, as in an AnnData store
+        self.obsm, self.obsp, self.uns = ({} if k not in r else read_elem(r[k])
+                                          for k in ("obsm", "obsp", "uns"))
         self.obsmap = {m: np.asarray(r["obsmap"][m][...]) for m in r["obsmap"].keys()}
         self.varmap = {m: np.asarray(r["varmap"][m][...]) for m in r["varmap"].keys()}
         self.mods = {m: ad.read_zarr(str(path / "mod" / m)) for m in r["mod"].attrs["mod-order"]}

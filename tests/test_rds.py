@@ -59,10 +59,9 @@ SCE = {
     "sce_t.rds": {"id": "sce_t", "counts_only": True, "int_layer": True},
     # every Matrix package class an assay may be; Date, POSIXct, difftime, integer64 columns
     "sce_types.rds": {"id": "sce_types", "matrix_classes": True},
-    "sce_alt.rds": {"id": "sce_alt", "counts_only": True, "left_out": [
-        "altExp ADT: an alternative experiment: further modalities (one MuData store) are "
-        "not served yet; swapAltExp(sce, name) and save again to serve it",
-        "uns/metadata/fn: not a plain value"]},
+    # an altExp: a MuData store, the main experiment and the altExp each a modality
+    "sce_alt.rds": {"id": "sce_alt", "counts_only": True, "modalities": ["main", "ADT"],
+                    "left_out": ["uns/metadata/fn: not a plain value"]},
 }
 ALL = {**SEURAT, **SCE}
 
@@ -211,10 +210,32 @@ def check_store(path, file, ds_id=None):
     assert_adata_equal(store, oracle(file), dataset_id=ds_id, dataset_name=ds_id)
 
 
+def _other_modality(d, name, cells):
+    """A Seurat assay (assay_<name>/: data, counts) or an SCE altExp (altexp_<name>/: its
+    assays by class, X logcounts if present else counts else the first) as R dumped it."""
+    md = d / f"assay_{name}"
+    if md.exists():
+        return ad.AnnData(X=_mm(md / "X.mtx").T.tocsr(), obs=cells, var=_frame(md, "var"),
+                          layers={"counts": _mm(md / "counts.mtx").T.tocsr()}, dtype=np.float64)
+    md = d / f"altexp_{name}"
+    classes = pd.read_csv(md / "assay_classes.csv", dtype=str)
+    assays = {}
+    for a, cls, typ in zip(classes["assay"], classes["class"], classes["type"]):
+        m = _mm(md / f"assay_{a}.mtx").T.tocsr()
+        if cls == "matrix":   # a base matrix: dense, int32 if integer
+            m = np.asarray(m.todense()).astype(np.int32 if typ == "integer" else np.float64)
+        assays[a] = m
+    names = list(assays)
+    xname = next((n for n in ("logcounts", "counts") if n in assays), names[0])
+    x = assays.pop(xname)
+    return ad.AnnData(X=x, obs=cells, var=_frame(md, "var"), layers=assays, dtype=x.dtype)
+
+
 def check_modal_store(path, file, ds_id):
-    """A Seurat object of several assays as a MuData store: the object's obs, obsm, obsp and
-    uns global, each assay a modality (X its data, layers/counts, var its features), the
-    global var every assay's features in turn, each map naming the right rows."""
+    """An R object of several modalities (a Seurat object's assays, an SCE's main and
+    alternative experiments) as a MuData store: the object's obs, obsm, obsp and uns global,
+    each modality with its X, layers and var, the global var every modality's features in
+    turn, each map naming the right rows."""
     e = ALL[file]
     whole = oracle(file)   # the default assay as one AnnData, with the object's parts
     d = RDS / e.get("oracle", f"{file}.oracle")
@@ -230,11 +251,7 @@ def check_modal_store(path, file, ds_id):
     mods = {e["modalities"][0]: ad.AnnData(X=whole.X, obs=cells, var=whole.var,
                                            layers=dict(whole.layers), dtype=np.float64)}
     for name in e["modalities"][1:]:
-        md = d / f"assay_{name}"
-        mods[name] = ad.AnnData(X=_mm(md / "X.mtx").T.tocsr(), obs=cells,
-                                var=_frame(md, "var"),
-                                layers={"counts": _mm(md / "counts.mtx").T.tocsr()},
-                                dtype=np.float64)
+        mods[name] = _other_modality(d, name, cells)
     offset = 0
     gpos = st.obs["cellucid_original_position"].to_numpy()
     for name, want_mod in mods.items():

@@ -85,6 +85,18 @@ static int borrowed_read(const cfs_array *arr, const uint64_t *start, const uint
 
 static const cfs_array_ops borrowed_ops = {.read = borrowed_read};
 
+cfs_dataset *rc_modality_dataset(const rconv *c, rconv *mc, cfs_err *err)
+{
+    cfs_dataset *sub = cfs_dataset_new(c->ds->source);
+    if (!sub || !(sub->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))) {
+        cfs_dataset_free(sub);
+        cfs_err_oom(err);
+        return NULL;
+    }
+    *mc = (rconv){.file = c->file, .sink = c->sink, .ds = sub};
+    return sub;
+}
+
 cfs_array *rc_borrowed(cfs_dtype t, uint64_t n, const void *data)
 {
     return cfs_array_new(t, 1, &n, &borrowed_ops, (void *)data);

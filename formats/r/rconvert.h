@@ -66,6 +66,10 @@ cfs_elem *rc_matrix(const rconv *c, const r_obj *m, const char *name, const char
 
 /* ---- shared by the conversions ---- */
 
+/* An empty dataset of c's source for one modality of the object (an AnnData root), and in *mc
+ * the conversion into it; NULL with err (out of memory). */
+cfs_dataset *rc_modality_dataset(const rconv *c, rconv *mc, cfs_err *err);
+
 /* A 1-d array over n values the reader keeps (in the r_file's tree or the sink, alive until
  * the dataset's reader_free, after every element): no copy. */
 cfs_array *rc_borrowed(cfs_dtype t, uint64_t n, const void *data);

@@ -8,12 +8,15 @@
  *           NAMES or rowRanges' names
  *   obsm    reducedDims as X_<name lower-case> (X_umap, X_pca, X_tsne)
  *   uns     metadata's plain values as uns/metadata
- * altExps are left out with their names (further modalities: a MuData store, not written yet).
+ * With altExps it is several modalities (a MuData store): the main experiment (named by
+ * mainExpName, else "main") and each altExp, stacked features over the same cells, with
+ * colData, reducedDims and metadata global.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "modalities.h"
 #include "robjects.h"
 #include "strfmt.h"
 
@@ -84,7 +87,11 @@ static int frame(const rconv *c, const char *name, const r_obj *df, const r_obj 
     return cfs_elem_add_or_free(c->ds->root, el, err);
 }
 
-int r_sce_build(const rconv *c, const r_obj *sce, cfs_err *err)
+/* The assays (X and layers) and rowData (var) of an experiment (the SCE itself or an
+ * alternative experiment's SummarizedExperiment) into c->ds; *ncell and *xm (X's matrix, for
+ * the cells' names) out. -1 refuses it with the reason. */
+static int experiment_build(const rconv *c, const r_obj *sce, uint64_t *ncell_out,
+                            const r_obj **xm_out, cfs_err *err)
 {
     const r_obj *as = r_slot(sce, "assays");
     const r_obj *sl = as ? r_slot(as, "data") : NULL;
@@ -143,10 +150,6 @@ int r_sce_build(const rconv *c, const r_obj *sce, cfs_err *err)
         if (rc < 0)
             return -1;
     }
-    const r_obj *cd = r_slot(sce, "colData");
-    const r_obj *cells = df_rownames(cd);
-    if (!cells)
-        cells = rc_dimnames(xm, 1);
     const r_obj *feat = feature_names(sce);
     if (!feat)
         feat = rc_dimnames(xm, 0);
@@ -157,7 +160,26 @@ int r_sce_build(const rconv *c, const r_obj *sce, cfs_err *err)
         if (df_list(mc))
             rd = mc;
     }
-    if (frame(c, "obs", cd, cells, ncell, err) < 0 || frame(c, "var", rd, feat, nfeat, err) < 0)
+    if (frame(c, "var", rd, feat, nfeat, err) < 0)
+        return -1;
+    *ncell_out = ncell;
+    *xm_out = xm;
+    return 0;
+}
+
+/* The cells' names: colData's rownames, else X's column names (NULL: numbered). */
+static const r_obj *cell_names(const r_obj *sce, const r_obj *xm)
+{
+    const r_obj *cells = df_rownames(r_slot(sce, "colData"));
+    return cells ? cells : rc_dimnames(xm, 1);
+}
+
+/* What describes the cells: obs (colData), obsm (reducedDims), uns/metadata, into c->ds. */
+static int cell_parts(const rconv *c, const r_obj *sce, const r_obj *cells, uint64_t ncell,
+                      cfs_err *err)
+{
+    const char *why = NULL;
+    if (frame(c, "obs", r_slot(sce, "colData"), cells, ncell, err) < 0)
         return -1;
     const r_obj *icd = df_list(r_slot(sce, "int_colData"));
     const r_obj *red = df_list(r_list_get(icd, "reducedDims"));
@@ -192,19 +214,12 @@ int r_sce_build(const rconv *c, const r_obj *sce, cfs_err *err)
         if (rc < 0)
             return -1;
     }
-    const r_obj *alt = df_list(r_list_get(icd, "altExps"));
-    const r_obj *altn = r_attr(alt, "names");
-    for (uint64_t i = 0; alt && i < alt->length; i++) {
-        const char *an = r_str_at(altn, i, NULL);
-        char what[200];
-        snprintf(what, sizeof what, "altExp %s", an ? an : "?");
-        if (leave(c, what, "an alternative experiment: further modalities (one MuData store) are "
-                  "not served yet; swapAltExp(sce, name) and save again to serve it", err) < 0)
-            return -1;
-    }
     /* metadata(sce): its plain values */
-    if (rc_uns(c, r_slot(sce, "metadata"), "metadata", err) < 0)
-        return -1;
+    return rc_uns(c, r_slot(sce, "metadata"), "metadata", err) < 0 ? -1 : 0;
+}
+
+static int set_version(const rconv *c, const r_obj *sce, cfs_err *err)
+{
     const r_obj *ver = r_list_get(r_slot(sce, "int_metadata"), "version");
     const r_obj *vv = ver && ver->type == R_VEC ? r_vec_at(ver, 0) : NULL;
     const int32_t *vi = vv && vv->type == R_INT && vv->length >= 3 ? r_ints(vv) : NULL;
@@ -212,4 +227,102 @@ int r_sce_build(const rconv *c, const r_obj *sce, cfs_err *err)
                                              vi[2])
                                : cfs_strdupf("%s", r_class_name(sce));
     return c->ds->format_version ? 0 : cfs_err_oom(err);
+}
+
+/* An alternative experiment (altExps' SummarizedExperimentByColumn holds it in slot se) as a
+ * modality's dataset over the same cells; NULL with err. */
+static cfs_dataset *alt_modality(const rconv *c, const r_obj *wrapped, const r_obj *cells,
+                                 uint64_t ncell, cfs_err *err)
+{
+    const r_obj *se = wrapped && wrapped->type == R_S4 ? r_slot(wrapped, "se") : NULL;
+    if (!se || se->type != R_S4) {
+        cfs_err_setc(err, CFS_EREFUSED, "not a SummarizedExperiment");
+        return NULL;
+    }
+    rconv mc;
+    cfs_dataset *sub = rc_modality_dataset(c, &mc, err);
+    if (!sub)
+        return NULL;
+    uint64_t n = 0;
+    const r_obj *xm = NULL;
+    if (experiment_build(&mc, se, &n, &xm, err) < 0 ||
+        (n != ncell && cfs_err_setc(err, CFS_EREFUSED, "it has %llu cells where the main "
+                                    "experiment has %llu", (ull)n, (ull)ncell)) ||
+        frame(&mc, "obs", NULL, cells, ncell, err) < 0) {
+        cfs_dataset_free(sub);
+        return NULL;
+    }
+    return sub;
+}
+
+/* The main experiment's name (mainExpName), or "main". */
+static const char *main_name(const r_obj *sce)
+{
+    const char *n = r_str_at(r_list_get(r_slot(sce, "int_metadata"), "mainExpName"), 0, NULL);
+    return n && *n ? n : "main";
+}
+
+/* An SCE with altExps: the main experiment and each alternative one a modality (stacked
+ * features, the same cells), colData, reducedDims and metadata global. An altExp that cannot
+ * be read is left out with its reason. */
+static int sce_modalities(const rconv *c, const r_obj *sce, const r_obj *alt, cfs_err *err)
+{
+    rconv mc;
+    cfs_dataset *main = rc_modality_dataset(c, &mc, err);
+    if (!main)
+        return -1;
+    uint64_t ncell = 0;
+    const r_obj *xm = NULL;
+    if (experiment_build(&mc, sce, &ncell, &xm, err) < 0) {
+        cfs_dataset_free(main);
+        return -1;
+    }
+    const r_obj *cells = cell_names(sce, xm);
+    if (frame(&mc, "obs", NULL, cells, ncell, err) < 0) {
+        cfs_dataset_free(main);
+        return -1;
+    }
+    if (!cfs_dataset_add_modality(c->ds, main_name(sce), main, err))
+        return -1;
+    const r_obj *altn = r_attr(alt, "names");
+    for (uint64_t i = 0; i < alt->length; i++) {
+        const char *an = r_str_at(altn, i, NULL);
+        cfs_err aerr = {0};
+        cfs_dataset *sub = an ? alt_modality(c, alt->u.items[i], cells, ncell, &aerr) : NULL;
+        if (sub && !cfs_dataset_add_modality(c->ds, an, sub, err))
+            return -1;
+        if (!sub && aerr.status == CFS_ENOMEM) {
+            *err = aerr;
+            return -1;
+        }
+        if (!sub) {
+            char *what = cfs_strdupf("altExp %s", an ? an : "?");
+            int rc = what && cfs_dataset_leave_out(c->ds, what, "%s",
+                                                   an ? aerr.msg : "it has no name") == 0;
+            free(what);
+            if (!rc)
+                return cfs_err_oom(err);
+        }
+    }
+    c->ds->n_obs = ncell;
+    if (cell_parts(c, sce, cells, ncell, err) < 0)
+        return -1;
+    return cfs_mods_stack(c->ds, err);
+}
+
+int r_sce_build(const rconv *c, const r_obj *sce, cfs_err *err)
+{
+    const r_obj *icd = df_list(r_slot(sce, "int_colData"));
+    const r_obj *alt = df_list(r_list_get(icd, "altExps"));
+    int rc;
+    if (alt && alt->length > 0)
+        rc = sce_modalities(c, sce, alt, err);
+    else {
+        uint64_t ncell = 0;
+        const r_obj *xm = NULL;
+        rc = experiment_build(c, sce, &ncell, &xm, err);
+        if (rc == 0)
+            rc = cell_parts(c, sce, cell_names(sce, xm), ncell, err);
+    }
+    return rc < 0 ? -1 : set_version(c, sce, err);
 }

@@ -332,13 +332,10 @@ static int set_version(const rconv *c, const r_obj *so, bool v5, cfs_err *err)
 static cfs_dataset *assay_modality(const rconv *c, const r_obj *assay, const char *what,
                                    const r_obj *obj_cells, cfs_err *err)
 {
-    cfs_dataset *sub = cfs_dataset_new(c->ds->source);
-    if (!sub || !(sub->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))) {
-        cfs_dataset_free(sub);
-        cfs_err_oom(err);
+    rconv mc;
+    cfs_dataset *sub = rc_modality_dataset(c, &mc, err);
+    if (!sub)
         return NULL;
-    }
-    rconv mc = {.file = c->file, .sink = c->sink, .ds = sub};
     const r_obj *cells = NULL;
     uint64_t ncell = 0;
     cfs_elem *obs = NULL;
