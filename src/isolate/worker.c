@@ -143,12 +143,18 @@ static int serve_read(worker *w, cfs_wire_cursor *c)
     }
     if (c->bad || c->left)
         return -1;
+    /* The values are read in place after the status; 4 unsent bytes before it put them 8 bytes
+     * into the (malloc-aligned) buffer, aligned for every element type a reader stores. */
+    static const unsigned char unsent[4];
     cfs_buf b = {0};
-    int rc = maybe_fault(w, w->arrays.path[id]) < 0 || cfs_wire_put_u32(&b, CFS_OK) < 0
+    int rc = maybe_fault(w, w->arrays.path[id]) < 0 ||
+                     cfs_buf_append(&b, unsent, sizeof unsent) < 0 ||
+                     cfs_wire_put_u32(&b, CFS_OK) < 0
                  ? cfs_err_oom(&err)
              : overflow ? cfs_err_setc(&err, CFS_EINVALID, "a read of too many values")
                         : read_values(w->arrays.arr[id], start, count, n, &b, &err);
-    rc = rc == 0 ? cfs_wire_send(w->fd, CFS_WIRE_DATA, b.data, b.len, -1, &err)
+    rc = rc == 0 ? cfs_wire_send(w->fd, CFS_WIRE_DATA, b.data + sizeof unsent,
+                                 b.len - sizeof unsent, -1, &err)
                  : reply_error(w, CFS_WIRE_DATA, &err);
     cfs_buf_free(&b);
     return rc;
