@@ -267,7 +267,8 @@ static int h5_array_read_strings(const cfs_array *arr, const uint64_t *start,
     return h5_read(arr, start, count, out, pool, err);
 }
 
-static const cfs_array_ops h5_array_ops = {h5_array_read, h5_array_free, h5_array_read_strings};
+static const cfs_array_ops h5_array_ops = {h5_array_read, h5_array_free,
+                                           h5_array_read_strings, NULL};
 
 /* The dataset's shape, checked against the ceilings before anyone allocates from it. */
 static int dataset_shape(hid_t dset, const char *name, int *ndim, uint64_t *shape, cfs_err *err)

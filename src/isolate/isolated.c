@@ -367,7 +367,8 @@ static void proxy_free(void *ctx)
     free(px);
 }
 
-static const cfs_array_ops proxy_ops = {proxy_read, proxy_free, proxy_read_strings};
+static const cfs_array_ops proxy_ops = {proxy_read, proxy_free, proxy_read_strings,
+                                        NULL};
 
 static void *make_proxy(void *maker, uint32_t id, const char *path)
 {

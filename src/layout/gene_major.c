@@ -570,7 +570,7 @@ static void result_free(void *ctx)
     free(r);
 }
 
-static const cfs_array_ops result_ops = {result_read, result_free, NULL};
+static const cfs_array_ops result_ops = {result_read, result_free, NULL, NULL};
 
 static cfs_array *result_array(sparse_engine *e, int which, cfs_dtype dtype, uint64_t len)
 {
@@ -823,7 +823,7 @@ static void dense_free_ctx(void *ctx)
     cfs_job_unref(&((dense_engine *)ctx)->job);
 }
 
-static const cfs_array_ops dense_ops = {dense_read, dense_free_ctx, NULL};
+static const cfs_array_ops dense_ops = {dense_read, dense_free_ctx, NULL, NULL};
 
 int cfs_gene_major_dense(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
                          const char *label, cfs_err *err)

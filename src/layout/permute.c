@@ -222,7 +222,7 @@ static void rows_free_ctx(void *ctx)
     cfs_job_unref(&((rows_view *)ctx)->job);
 }
 
-static const cfs_array_ops rows_ops = {rows_read, rows_free_ctx, rows_read_strings};
+static const cfs_array_ops rows_ops = {rows_read, rows_free_ctx, rows_read_strings, NULL};
 
 cfs_array *cfs_perm_rows(cfs_array *src, cfs_perm *perm)
 {
@@ -401,7 +401,7 @@ static void part_free(void *ctx)
     free(p);
 }
 
-static const cfs_array_ops part_ops = {part_read, part_free, NULL};
+static const cfs_array_ops part_ops = {part_read, part_free, NULL, NULL};
 
 static cfs_array *part_array(sparse_job *job, int which, cfs_dtype dtype, const cfs_array *like)
 {

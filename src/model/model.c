@@ -251,6 +251,20 @@ static int memory_read(const cfs_array *arr, const uint64_t *start, const uint64
     return arr->dtype == CFS_STRING ? cfs_strings_own(out, (size_t)n, err) : 0;
 }
 
+/* Rows gathered in place; strings lent, as memory_read_strings lends them. */
+static int memory_read_rows(const cfs_array *arr, const uint64_t *rows, uint64_t n, void *out,
+                            cfs_strpool *pool, cfs_err *err)
+{
+    (void)pool;
+    (void)err;
+    const memory_array *m = arr->ctx;
+    size_t row_bytes = (size_t)cfs_array_row_elems(arr) * cfs_array_elem_size(arr);
+    for (uint64_t i = 0; i < n; i++)
+        memcpy((char *)out + i * row_bytes, (const char *)m->data + rows[i] * row_bytes,
+               row_bytes);
+    return 0;
+}
+
 static void memory_free(void *ctx)
 {
     memory_array *m = ctx;
@@ -262,7 +276,8 @@ static void memory_free(void *ctx)
     free(m);
 }
 
-static const cfs_array_ops memory_ops = {memory_read, memory_free, memory_read_strings};
+static const cfs_array_ops memory_ops = {memory_read, memory_free, memory_read_strings,
+                                         memory_read_rows};
 
 cfs_array *cfs_array_from_memory(cfs_dtype dtype, int ndim, const uint64_t *shape, void *data)
 {

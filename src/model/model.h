@@ -51,6 +51,12 @@ typedef struct cfs_array_ops {
      * until the caller frees it); nothing is copied or freed one by one. */
     int (*read_strings)(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
                         const char **out, cfs_strpool *pool, cfs_err *err);
+    /* Optional: reads the whole rows (every element along dims 1..) rows[0..n) of the first
+     * axis, ascending and distinct, packed in that order as read packs a slab; CFS_STRING
+     * values lent as read_strings lends them. The layout reads one chunk's cells this way
+     * (docs/design.md §7); cfs_array_read_rows reads arrays without it by blocks. */
+    int (*read_rows)(const cfs_array *arr, const uint64_t *rows, uint64_t n, void *out,
+                     cfs_strpool *pool, cfs_err *err);
 } cfs_array_ops;
 
 struct cfs_array {
@@ -65,8 +71,12 @@ struct cfs_array {
     void *ctx;
     int refs;                       /* shared between an original and a layout view */
     /* Preferred block shape for storage (0 = no preference): the layout step asks for
-     * gene-major blocks of a dense matrix this way. */
+     * gene-major blocks of a dense matrix, and for a gene's share of a sparse one, this way. */
     uint64_t chunk_hint[CFS_MAX_DIMS];
+    /* Nonzero: the first axis holds cells in priority order, and every priority level from
+     * this many rows on is a multiple of it (docs/design.md §4.1). The renderer puts chunk
+     * boundaries on those levels, so reading a level reads whole chunks (§4, Chunks). */
+    uint64_t level_rows;
 };
 
 typedef enum cfs_elem_kind {
@@ -175,6 +185,20 @@ int cfs_array_read(const cfs_array *arr, const uint64_t *start, const uint64_t *
  * arrays without that op: their read's copies are moved into pool. */
 int cfs_array_read_strings(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
                            const char **out, cfs_strpool *pool, cfs_err *err);
+/*
+ * Reads the whole rows rows[0..n) of the first axis (ascending, distinct), packed in that
+ * order; CFS_STRING values are put in pool (const char *), or lent by arrays that keep them.
+ * Through the array's read_rows where it has one, else by cfs_array_read_rows_by_blocks.
+ */
+int cfs_array_read_rows(const cfs_array *arr, const uint64_t *rows, uint64_t n, void *out,
+                        cfs_strpool *pool, cfs_err *err);
+/* The same through read / read_strings: each block of nearby rows (at most a few MiB apart)
+ * is read as one slab and the rows asked for are kept. For a read_rows that only handles
+ * some cases itself. */
+int cfs_array_read_rows_by_blocks(const cfs_array *arr, const uint64_t *rows, uint64_t n,
+                                  void *out, cfs_strpool *pool, cfs_err *err);
+/* Elements of one row (the product of dims 1..; 1 for a 1-d array). */
+uint64_t cfs_array_row_elems(const cfs_array *arr);
 /* Frees the strings of a CFS_STRING read buffer of n elements (not the buffer itself). */
 void cfs_strings_free(char **strings, size_t n);
 /* Replaces n borrowed strings by malloc'd copies (NULL by ""), for a read built on

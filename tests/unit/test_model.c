@@ -1,4 +1,5 @@
 /* src/model/: the string pool and reads of strings. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,8 +59,73 @@ static void test_read_strings(void)
     cfs_strpool_free(pool);
 }
 
+/* An array with only a read op, to exercise cfs_array_read_rows_by_blocks; counts its reads. */
+static int plain_reads;
+
+static int plain_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                      void *out, cfs_err *err)
+{
+    plain_reads++;
+    return cfs_array_read(arr->ctx, start, count, out, err);
+}
+
+static void plain_free(void *ctx)
+{
+    cfs_array_unref(ctx);
+}
+
+static const cfs_array_ops plain_ops = {plain_read, plain_free, NULL, NULL};
+
+/* Scattered rows, consecutive runs and rows far apart: the same values by the array's own
+ * read_rows (memory) and by blocks, and far rows are not read together. */
+static void test_read_rows(void)
+{
+    enum { N = 3000000, COLS = 2 };
+    float *values = malloc((size_t)N * COLS * sizeof *values);
+    for (uint64_t i = 0; i < (uint64_t)N * COLS; i++)
+        values[i] = (float)i;
+    uint64_t shape[2] = {N, COLS};
+    cfs_array *mem = cfs_array_from_memory(CFS_FLOAT32, 2, shape, values);
+    cfs_array *plain = cfs_array_new(CFS_FLOAT32, 2, shape, &plain_ops, cfs_array_ref(mem));
+    const uint64_t rows[] = {0, 1, 2, 7, 100, 101, 2999998, 2999999};
+    enum { K = sizeof rows / sizeof *rows };
+    float a[K * COLS], b[K * COLS];
+    cfs_err err = {0};
+    CHECK(cfs_array_read_rows(mem, rows, K, a, NULL, &err) == 0);
+    plain_reads = 0;
+    CHECK(cfs_array_read_rows(plain, rows, K, b, NULL, &err) == 0);
+    CHECK(memcmp(a, b, sizeof a) == 0 && a[2 * 3] == 14.0f && b[2 * 7 + 1] == 5999999.0f);
+    /* rows 0..101 in one block, the two last ones (millions of rows away) in another */
+    CHECK(plain_reads == 2);
+    const uint64_t unordered[] = {5, 3}, outside[] = {N};
+    CHECK(cfs_array_read_rows(plain, unordered, 2, b, NULL, &err) < 0);
+    CHECK(cfs_array_read_rows(mem, outside, 1, b, NULL, &err) < 0);
+    cfs_array_unref(plain);
+    cfs_array_unref(mem);
+
+    char **names = malloc(5 * sizeof *names);
+    for (int i = 0; i < 5; i++) {
+        names[i] = malloc(8);
+        snprintf(names[i], 8, "c%d", i);
+    }
+    uint64_t n = 5;
+    mem = cfs_array_from_memory(CFS_STRING, 1, &n, names);
+    plain = cfs_array_new(CFS_STRING, 1, &n, &plain_ops, cfs_array_ref(mem));
+    const uint64_t some[] = {1, 3, 4};
+    const char *got[3];
+    cfs_strpool *pool = cfs_strpool_new();
+    CHECK(cfs_array_read_rows(plain, some, 3, got, pool, &err) == 0);
+    CHECK(strcmp(got[0], "c1") == 0 && strcmp(got[1], "c3") == 0 && strcmp(got[2], "c4") == 0);
+    CHECK(got[0] != names[1]);   /* the plain array's copies went to the pool */
+    CHECK(cfs_array_read_rows(mem, some, 3, got, pool, &err) == 0 && got[1] == names[3]);
+    cfs_strpool_free(pool);
+    cfs_array_unref(plain);
+    cfs_array_unref(mem);
+}
+
 void unit_model(void)
 {
     test_strpool();
     test_read_strings();
+    test_read_rows();
 }
