@@ -133,7 +133,7 @@ static int add_array(builder *b, const char *path, cfs_array *arr, json_t *zattr
     if (n->ndim > 0 && arr->chunk_hint[0])
         memcpy(n->chunks, arr->chunk_hint, sizeof n->chunks);
     else
-        cfs_chunk_shape(n->ndim, n->shape, chunk_elem, n->chunks);
+        cfs_chunk_shape(n->ndim, n->shape, chunk_elem, arr->level_rows, n->chunks);
     n->nchunks = cfs_chunk_grid(n->ndim, n->shape, n->chunks, n->grid);
     /* Scalars are stored raw, as zarr-python stores anndata's 0-d arrays. */
     json_t *compressor = n->ndim == 0 ? json_null() : cfs_codec_config(n->codec);

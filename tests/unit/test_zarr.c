@@ -101,21 +101,57 @@ static void test_chunk_addressing(void)
 
     /* Small arrays are one chunk; big ones are cut along cells into bounded chunks. */
     uint64_t s1[1] = {1000}, c1[1];
-    cfs_chunk_shape(1, s1, 4, c1);
+    cfs_chunk_shape(1, s1, 4, 0, c1);
     CHECK(c1[0] == 1000);
     uint64_t big[2] = {2000000, 50}, cb[2], gb[2];
-    cfs_chunk_shape(2, big, 4, cb);
+    cfs_chunk_shape(2, big, 4, 0, cb);
     CHECK(cb[1] == 50 && cb[0] * 50 * 4 <= (8u << 20) && cb[0] * 50 * 4 >= (256u << 10));
     CHECK(cfs_chunk_grid(2, big, cb, gb) <= CFS_CHUNK_MAX_COUNT);
     uint64_t wide[2] = {100, 10000000}, cw[2];
-    cfs_chunk_shape(2, wide, 8, cw);
+    cfs_chunk_shape(2, wide, 8, 0, cw);
     CHECK(cw[0] == 1 && cw[1] * 8 <= (8u << 20));
     uint64_t huge[1] = {UINT64_C(1) << 40}, ch[1], gh[1];
-    cfs_chunk_shape(1, huge, 1, ch);
+    cfs_chunk_shape(1, huge, 1, 0, ch);
     CHECK(cfs_chunk_grid(1, huge, ch, gh) <= CFS_CHUNK_MAX_COUNT);
     uint64_t empty[1] = {0}, ce[1], ge[1];
-    cfs_chunk_shape(1, empty, 4, ce);
+    cfs_chunk_shape(1, empty, 4, 0, ce);
     CHECK(ce[0] == 1 && cfs_chunk_grid(1, empty, ce, ge) == 0);
+}
+
+/* Cells in priority order are cut on the levels from level_rows on (docs/design.md §4). */
+static void test_level_chunks(void)
+{
+    const uint64_t L = 16384;
+    /* Fewer cells than a level: one chunk, as small arrays are. */
+    uint64_t few[1] = {16000}, c[2], g[2];
+    cfs_chunk_shape(1, few, 4, L, c);
+    CHECK(c[0] == 16000);
+    /* A 1-d column of 200,000 cells (0.8 MB, one chunk by bytes alone) is cut every level. */
+    uint64_t col[1] = {200000};
+    cfs_chunk_shape(1, col, 4, L, c);
+    CHECK(c[0] == L && cfs_chunk_grid(1, col, c, g) == 13);
+    /* Strings count their estimate; records and narrow types keep the whole level. */
+    cfs_chunk_shape(1, col, CFS_STRING_BYTES_ESTIMATE, L, c);
+    CHECK(c[0] == L);
+    cfs_chunk_shape(1, col, 1, L, c);
+    CHECK(c[0] == L);
+    /* Wide rows: a divisor of the level, as many rows as fit 8 MiB. */
+    uint64_t pca[2] = {1000000, 150};
+    cfs_chunk_shape(2, pca, 4, L, c);
+    CHECK(c[1] == 150 && L % c[0] == 0 && c[0] == 8192 && c[0] * 150 * 4 <= (8u << 20));
+    uint64_t wider[2] = {1000000, 20000};
+    cfs_chunk_shape(2, wider, 8, L, c);
+    CHECK(L % c[0] == 0 && c[0] * 20000 * 8 <= (8u << 20) && c[0] * 2 * 20000 * 8 > (8u << 20));
+    /* A level that is not a power of two keeps its divisors. */
+    cfs_chunk_shape(2, pca, 4, 3 * 5 * 7 * 1000, c);
+    CHECK((3 * 5 * 7 * 1000) % c[0] == 0 && c[0] * 150 * 4 <= (8u << 20));
+    /* A single row over 8 MiB, or more chunks than the bound: the byte rule. */
+    uint64_t huge_row[2] = {100, 10000000};
+    cfs_chunk_shape(2, huge_row, 8, L, c);
+    CHECK(c[0] == 1 && c[1] * 8 <= (8u << 20));
+    uint64_t many[1] = {UINT64_C(1) << 40};
+    cfs_chunk_shape(1, many, 1, L, c);
+    CHECK(cfs_chunk_grid(1, many, c, g) <= CFS_CHUNK_MAX_COUNT);
 }
 
 static void test_codecs(void)
@@ -199,6 +235,7 @@ void unit_zarr(void)
     test_zarray_json();
     test_vlen();
     test_chunk_addressing();
+    test_level_chunks();
     test_codecs();
     test_store_chunks();
 }
