@@ -192,9 +192,9 @@ int cfs_array_read_strings(const cfs_array *arr, const uint64_t *start, const ui
  */
 int cfs_array_read_rows(const cfs_array *arr, const uint64_t *rows, uint64_t n, void *out,
                         cfs_strpool *pool, cfs_err *err);
-/* The same through read / read_strings: each block of nearby rows (at most a few MiB apart)
- * is read as one slab and the rows asked for are kept. For a read_rows that only handles
- * some cases itself. */
+/* The same through read / read_strings: each block of nearby rows (at most 64 KiB between
+ * two of them, 4 MiB in all) is read as one slab and the rows asked for are kept. For a
+ * read_rows that only handles some cases itself. */
 int cfs_array_read_rows_by_blocks(const cfs_array *arr, const uint64_t *rows, uint64_t n,
                                   void *out, cfs_strpool *pool, cfs_err *err);
 /* Elements of one row (the product of dims 1..; 1 for a 1-d array). */

@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A block read by cfs_array_read_rows_by_blocks spans at most this many bytes of rows, so
- * rows further apart are read by separate reads and nothing between them is. */
+/* A block read by cfs_array_read_rows_by_blocks spans at most this many bytes of rows, and
+ * skips at most GAP_BYTES between two rows asked for: a read costs about as much as reading
+ * that many bytes more, and rows further apart are read separately. */
 #define BLOCK_BYTES ((uint64_t)4 << 20)
+#define GAP_BYTES ((uint64_t)64 << 10)
 /* What a string is counted as in that span (its pointer and its bytes). */
 #define STRING_BYTES 64u
 
@@ -84,13 +86,13 @@ int cfs_array_read_rows_by_blocks(const cfs_array *arr, const uint64_t *rows, ui
     size_t esize = cfs_array_elem_size(arr);
     size_t row_bytes = (size_t)row_elems * esize;
     uint64_t weight = row_elems * (arr->dtype == CFS_STRING ? STRING_BYTES : esize);
-    uint64_t reach = BLOCK_BYTES / (weight ? weight : 1);
+    uint64_t reach = BLOCK_BYTES / (weight ? weight : 1), gap = GAP_BYTES / (weight ? weight : 1);
     if (reach == 0)
         reach = 1;
     unsigned char *dst = out;
     for (uint64_t i = 0; i < n;) {
         uint64_t first = rows[i], j = i + 1;
-        while (j < n && rows[j] - first < reach)
+        while (j < n && rows[j] - first < reach && rows[j] - rows[j - 1] - 1 <= gap)
             j++;
         uint64_t span = rows[j - 1] - first + 1;
         if (span == j - i) {
