@@ -5,14 +5,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chunk_hint.h"
 #include "job.h"
 #include "sparse_index.h"
 #include "spill.h"
 
 enum { MAX_BUCKETS = 256 };
-#define DENSE_BLOCK_MAX (16u << 20)
-#define DENSE_BLOCK_TARGET (8u << 20)
-#define DENSE_GENES_MAX 64u
 
 /* ---- sparse: csr/csc source -> csc over genes, rows in stored order ----------------------- */
 
@@ -619,6 +617,11 @@ int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o
         cfs_array_unref(p);
         return cfs_err_oom(err);
     }
+    /* One gene's nonzeros are read as one range, from its first priority cells on. */
+    size_t vsize = cfs_dtype_size(d->dtype), isize = cfs_dtype_size(i->dtype);
+    uint64_t gene = el->sparse_shape[1] ? i->shape[0] / el->sparse_shape[1] : i->shape[0];
+    cfs_hint_ranges(d, gene, vsize > isize ? vsize : isize);
+    cfs_hint_ranges(i, gene, vsize > isize ? vsize : isize);
     cfs_array_unref(el->values);
     cfs_array_unref(el->aux);
     cfs_array_unref(el->indptr);
@@ -630,22 +633,6 @@ int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o
 }
 
 /* ---- dense: rows permuted, stored gene-group-major ----------------------------------------- */
-
-void cfs_dense_block_shape(uint64_t n_obs, uint64_t n_vars, size_t esize, uint64_t *rows,
-                           uint64_t *genes)
-{
-    uint64_t col = (n_obs ? n_obs : 1) * esize;
-    uint64_t g = col >= DENSE_BLOCK_TARGET ? 1 : DENSE_BLOCK_TARGET / col;
-    if (g > DENSE_GENES_MAX)
-        g = DENSE_GENES_MAX;
-    if (g > n_vars)
-        g = n_vars ? n_vars : 1;
-    uint64_t r = n_obs ? n_obs : 1;
-    if (r * g * esize > DENSE_BLOCK_MAX)
-        r = DENSE_BLOCK_MAX / (g * esize);
-    *rows = r ? r : 1;
-    *genes = g;
-}
 
 /*
  * The result file Q holds, for each group of G genes, every stored row's G values: a block of
@@ -844,7 +831,7 @@ int cfs_gene_major_dense(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
     e->esize = cfs_dtype_size(src->dtype);
     e->fd = -1;
     uint64_t rows;
-    cfs_dense_block_shape(e->n_obs, e->n_vars, e->esize, &rows, &e->group);
+    cfs_hint_dense_block(e->n_obs, e->n_vars, e->esize, &rows, &e->group);
     cfs_array *view = cfs_array_new(src->dtype, 2, src->shape, &dense_ops, e);
     if (!view || !e->workdir || !e->label) {
         cfs_job_unref(&e->job);

@@ -27,12 +27,8 @@ typedef struct cfs_engine_opts {
 int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
                           const char *label, cfs_err *err);
 /* Rewrites a dense 2-d cells x genes array in place: rows in stored order, stored in blocks of
- * many cells x few genes (each <= 16 MiB decoded). */
+ * many cells x few genes (cfs_hint_dense_block). */
 int cfs_gene_major_dense(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
                          const char *label, cfs_err *err);
-
-/* Genes per block and cells per block the dense layout uses for n_obs cells. */
-void cfs_dense_block_shape(uint64_t n_obs, uint64_t n_vars, size_t esize, uint64_t *rows,
-                           uint64_t *genes);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chunk_hint.h"
 #include "gene_major.h"
 #include "permute.h"
 #include "priority.h"
@@ -23,8 +24,18 @@ static int replace_rows(cfs_array **slot, cfs_perm *perm, bool both_axes, cfs_er
     cfs_array *view = both_axes ? cfs_perm_rows_cols(*slot, perm) : cfs_perm_rows(*slot, perm);
     if (!view)
         return cfs_err_oom(err);
+    cfs_hint_cells(view);
     cfs_array_unref(*slot);
     *slot = view;
+    return 0;
+}
+
+/* A sparse element whose rows (and with both_axes, columns) are cells. */
+static int permute_sparse(cfs_elem *el, cfs_perm *perm, bool both_axes, cfs_err *err)
+{
+    if (cfs_perm_sparse(el, perm, both_axes, err) < 0)
+        return -1;
+    cfs_hint_sparse_cells(el, perm->n, el->csr || both_axes);
     return 0;
 }
 
@@ -42,7 +53,7 @@ static int permute_element(layout *L, cfs_elem *el)
             return -1;
         return replace_rows(&el->aux, L->perm, false, L->err);
     case CFS_EL_SPARSE:
-        return cfs_perm_sparse(el, L->perm, false, L->err);
+        return permute_sparse(el, L->perm, false, L->err);
     case CFS_EL_DATAFRAME:
         if (el->index && permute_element(L, el->index) < 0)
             return -1;
@@ -70,7 +81,7 @@ static int permute_obsp(layout *L)
     cfs_elem *m = cfs_elem_child(L->root, "obsp");
     for (size_t i = 0; m && i < m->nchildren; i++) {
         cfs_elem *el = m->children[i];
-        int rc = el->kind == CFS_EL_SPARSE ? cfs_perm_sparse(el, L->perm, true, L->err)
+        int rc = el->kind == CFS_EL_SPARSE ? permute_sparse(el, L->perm, true, L->err)
                : el->kind == CFS_EL_ARRAY ? replace_rows(&el->values, L->perm, true, L->err)
                                           : cfs_err_set(L->err, "not a matrix");
         if (rc < 0)
@@ -137,6 +148,7 @@ static int add_original_position(layout *L)
         cfs_elem_free(col);
         return cfs_err_oom(L->err);
     }
+    cfs_hint_cells(col->values);
     return 0;
 }
 
@@ -219,6 +231,7 @@ static int lay_out_modality(const layout *G, cfs_modality *m)
         free(order);
         return rc < 0 ? -1 : cfs_err_oom(err);
     }
+    cfs_hint_cells(map);
     cfs_array_unref(m->obsmap);
     m->obsmap = map;
     char prefix[300];

@@ -90,6 +90,14 @@ void cfs_int_set(cfs_dtype t, void *base, uint64_t i, int64_t v)
 
 /* ---- row-permuted views ------------------------------------------------------------------ */
 
+/*
+ * A view makes each slab it is asked for (a chunk) from that slab's cells only, read from the
+ * source as a sorted set of rows, until it has been asked this many times: a client that reads
+ * on past the first levels reads the whole column, which costs less read once than piece by
+ * piece (docs/design.md §7). A slab of every row is read whole at once.
+ */
+#define PIECEWISE_READS 4u
+
 typedef struct rows_view {
     cfs_job job;
     cfs_array *src;
@@ -98,6 +106,8 @@ typedef struct rows_view {
     cfs_strpool *strings;   /* CFS_STRING: where whole's strings live (or the source's own) */
     uint64_t nelems;
     bool cols_too;          /* a cells x cells matrix: columns are permuted as well */
+    unsigned reads;         /* slabs asked for so far */
+    bool loaded;            /* whole is there */
 } rows_view;
 
 static int rows_load(cfs_job *job, cfs_err *err)
@@ -169,22 +179,14 @@ static size_t copy_row_slab(const cfs_array *a, const unsigned char *row, const 
     return (size_t)(dst - out);
 }
 
-/* Copies the stored rows start[0].. of the slab out of the cached source: for strings, the
- * cache's own pointers. */
-static int rows_gather(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
-                       void *out, cfs_err *err)
+/* Copies a slab's rows (out of order[]'s source rows, one pointer each) into out. */
+static void place_rows(const cfs_array *arr, const rows_view *v, const unsigned char *const *from,
+                       const uint64_t *start, const uint64_t *count, void *out)
 {
-    rows_view *v = arr->ctx;
-    if (cfs_job_ensure(&v->job, err) < 0)
-        return -1;
     size_t esize = cfs_array_elem_size(arr);
-    uint64_t row_elems = 1;
-    for (int d = 1; d < arr->ndim; d++)
-        row_elems *= arr->shape[d];
     unsigned char *dst = out;
-    const unsigned char *whole = v->whole;
-    for (uint64_t j = start[0]; j < start[0] + count[0]; j++) {
-        const unsigned char *row = whole + v->perm->order[j] * row_elems * esize;
+    for (uint64_t r = 0; r < count[0]; r++) {
+        const unsigned char *row = from[r];
         if (v->cols_too) {
             for (uint64_t c = 0; c < count[1]; c++)
                 memcpy(dst + c * esize, row + v->perm->order[start[1] + c] * esize, esize);
@@ -193,28 +195,99 @@ static int rows_gather(const cfs_array *arr, const uint64_t *start, const uint64
             dst += copy_row_slab(arr, row, start, count, dst);
         }
     }
+}
+
+typedef struct row_pick {
+    uint64_t row;           /* in the source */
+    uint64_t slot;          /* in the slab */
+} row_pick;
+
+static int compare_picks(const void *a, const void *b)
+{
+    const row_pick *x = a, *y = b;
+    return x->row < y->row ? -1 : x->row > y->row;
+}
+
+/* The slab's cells read from the source as rows in source order, then put in stored order. */
+static int gather_piece(const cfs_array *arr, const rows_view *v, const uint64_t *start,
+                        const uint64_t *count, void *out, cfs_strpool *pool, cfs_err *err)
+{
+    uint64_t m = count[0];
+    size_t row_bytes = (size_t)cfs_array_row_elems(v->src) * cfs_array_elem_size(v->src);
+    row_pick *pick = malloc((m ? m : 1) * sizeof *pick);
+    uint64_t *rows = malloc((m ? m : 1) * sizeof *rows);
+    const unsigned char **from = malloc((m ? m : 1) * sizeof *from);
+    unsigned char *values = malloc((m ? m : 1) * row_bytes + 1);
+    int rc = pick && rows && from && values ? 0 : cfs_err_oom(err);
+    for (uint64_t i = 0; rc == 0 && i < m; i++)
+        pick[i] = (row_pick){v->perm->order[start[0] + i], i};
+    if (rc == 0)
+        qsort(pick, m, sizeof *pick, compare_picks);
+    for (uint64_t i = 0; rc == 0 && i < m; i++)
+        rows[i] = pick[i].row;
+    if (rc == 0)
+        rc = cfs_array_read_rows(v->src, rows, m, values, pool, err);
+    for (uint64_t i = 0; rc == 0 && i < m; i++)
+        from[pick[i].slot] = values + i * row_bytes;
+    if (rc == 0)
+        place_rows(arr, v, from, start, count, out);
+    free(pick);
+    free(rows);
+    free(from);
+    free(values);
+    return rc;
+}
+
+/* Whether this slab is read piece by piece (see PIECEWISE_READS). */
+static bool piecewise(rows_view *v, const uint64_t *count)
+{
+    if (__atomic_load_n(&v->loaded, __ATOMIC_ACQUIRE) || count[0] >= v->perm->n)
+        return false;
+    return __atomic_fetch_add(&v->reads, 1, __ATOMIC_RELAXED) < PIECEWISE_READS;
+}
+
+/* The slab's values; strings lent from the view's copy of the source or put in pool. */
+static int rows_gather(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                       void *out, cfs_strpool *pool, cfs_err *err)
+{
+    rows_view *v = arr->ctx;
+    if (piecewise(v, count))
+        return gather_piece(arr, v, start, count, out, pool, err);
+    if (cfs_job_ensure(&v->job, err) < 0)
+        return -1;
+    __atomic_store_n(&v->loaded, true, __ATOMIC_RELEASE);
+    size_t row_bytes = (size_t)cfs_array_row_elems(arr) * cfs_array_elem_size(arr);
+    const unsigned char **from = malloc((count[0] ? count[0] : 1) * sizeof *from);
+    if (!from)
+        return cfs_err_oom(err);
+    for (uint64_t r = 0; r < count[0]; r++)
+        from[r] = (const unsigned char *)v->whole + v->perm->order[start[0] + r] * row_bytes;
+    place_rows(arr, v, from, start, count, out);
+    free(from);
     return 0;
 }
 
 static int rows_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
                      void *out, cfs_err *err)
 {
-    if (rows_gather(arr, start, count, out, err) < 0)
-        return -1;
     if (arr->dtype != CFS_STRING)
-        return 0;
-    /* The cache keeps its strings; a reader gets copies it frees. */
+        return rows_gather(arr, start, count, out, NULL, err);
+    /* The view keeps its strings, or lends a pool's: a reader gets copies it frees. */
+    cfs_strpool *pool = cfs_strpool_new();
+    int rc = pool ? rows_gather(arr, start, count, out, pool, err) : cfs_err_oom(err);
     uint64_t n = 1;
     for (int d = 0; d < arr->ndim; d++)
         n *= count[d];
-    return cfs_strings_own(out, (size_t)n, err);
+    if (rc == 0)
+        rc = cfs_strings_own(out, (size_t)n, err);
+    cfs_strpool_free(pool);
+    return rc;
 }
 
 static int rows_read_strings(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
                              const char **out, cfs_strpool *pool, cfs_err *err)
 {
-    (void)pool; /* the view keeps its strings */
-    return rows_gather(arr, start, count, out, err);
+    return rows_gather(arr, start, count, out, pool, err);
 }
 
 static void rows_free_ctx(void *ctx)

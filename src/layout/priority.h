@@ -6,6 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The first priority level per-cell chunks are cut on: every level from it on (1024 * 4^k,
+ * k >= 2) is a multiple of it (docs/design.md §4, Chunks). */
+#define CFS_PRIORITY_CHUNK_LEVEL UINT64_C(16384)
+
 uint64_t cfs_splitmix64(uint64_t x);
 /* order[j] = the original row stored at row j, for n rows; NULL on allocation failure or for
  * n >= 2^32 - 1 (beyond any data set, and its 32-bit bucket offsets). */

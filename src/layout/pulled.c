@@ -99,6 +99,7 @@ static cfs_elem *pull(const cfs_dataset *ds, const cfs_modality *m, const cfs_el
         pulled_free(p);
         return NULL;
     }
+    arr->level_rows = src->level_rows;   /* its rows are global cells, in the same order */
     char *name = cfs_strdupf("%s:%s", m->name, el->name);
     cfs_elem *out = name ? cfs_elem_from_array(CFS_EL_ARRAY, name, arr) : NULL;
     if (!name)

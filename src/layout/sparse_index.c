@@ -53,6 +53,7 @@ static int cast_in_place(cfs_array **slot, cfs_dtype dtype, cfs_err *err)
     if (!view)
         return cfs_err_oom(err);
     view->chunk_hint[0] = (*slot)->chunk_hint[0];
+    view->level_rows = (*slot)->level_rows;
     *slot = view;   /* the view owns the reference the slot held */
     return 0;
 }

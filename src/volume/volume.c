@@ -173,14 +173,15 @@ static int add_store(cfs_volume *v, uint32_t ds, const char *id)
 }
 
 /* The cache key prefix: which bytes a chunk has depends on the source version and options, and
- * on the store layout's own version (v2: one index dtype per sparse matrix), so a cache made by
- * an older build never serves its chunks. */
+ * on the store layout's own version (v2: one index dtype per sparse matrix; v3: cells chunked on
+ * the priority levels, gene-major ranges chunked by a gene's share), so a cache made by an older
+ * build never serves its chunks. */
 static char *identity_of(const cfs_prepared *p, const cfs_options *o, const struct stat *version)
 {
     const struct stat sb = *version;
     char *s = malloc(512 + strlen(p->source) + strlen(p->id));
     if (s)
-        sprintf(s, "v2|%llu:%llu:%lld:%lld.%09ld|%s|%s|%d|%llu|", (unsigned long long)sb.st_dev,
+        sprintf(s, "v3|%llu:%llu:%lld:%lld.%09ld|%s|%s|%d|%llu|", (unsigned long long)sb.st_dev,
                 (unsigned long long)sb.st_ino, (long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
                 sb.st_mtim.tv_nsec, p->id, cfs_codec_name(o->codec), (int)o->layout.order,
                 (unsigned long long)o->layout.seed);
