@@ -32,6 +32,7 @@ typedef struct handle {
     /* Apart from the request lock: status.json asks for the fault while a read may be running. */
     pthread_mutex_t fault_lock;
     cfs_reader_fault fault;
+    cfs_reader_stats stats;     /* atomics: what was asked of the workers */
 } handle;
 
 typedef struct proxy {
@@ -264,33 +265,22 @@ static int decode_strings(const unsigned char *p, size_t len, size_t n, read_mod
     return 0;
 }
 
-/* Under the lock, with a live worker: one read. 0; -1 with err from the reader (the worker
- * lives on); -2 when the worker must be lost (*timed_out, *why say how). */
-static int request(handle *h, const proxy *px, const cfs_array *arr, const uint64_t *start,
-                   const uint64_t *count, read_mode mode, void *out, cfs_strpool *pool,
-                   bool *timed_out, cfs_err *err)
+/* Under the lock, with a live worker: sends one request of type (its payload in req) and
+ * receives its n values. 0; -1 with err from the reader (the worker lives on); -2 when the
+ * worker must be lost (*timed_out says whether by its deadline). */
+static int exchange(handle *h, cfs_wire_type type, const cfs_buf *req, const cfs_array *arr,
+                    uint64_t n, read_mode mode, void *out, cfs_strpool *pool, bool *timed_out,
+                    cfs_err *err)
 {
     int64_t deadline = cfs_wire_deadline(h->read_timeout);
-    cfs_buf req = {0};
-    int rc = cfs_wire_put_u32(&req, px->id) | cfs_wire_put_u8(&req, (uint8_t)arr->ndim);
-    uint64_t n = 1;
-    for (int d = 0; d < arr->ndim; d++) {
-        rc |= cfs_wire_put_u64(&req, start[d]) | cfs_wire_put_u64(&req, count[d]);
-        n *= count[d];
-    }
-    if (rc < 0) {
-        cfs_buf_free(&req);
-        return cfs_err_oom(err);
-    }
-    rc = cfs_wire_send(h->w.fd, CFS_WIRE_READ, req.data, req.len, deadline, err);
-    cfs_buf_free(&req);
-    uint8_t type = 0;
+    int rc = cfs_wire_send(h->w.fd, type, req->data, req->len, deadline, err);
+    uint8_t rtype = 0;
     uint32_t len = 0;
     cfs_status status = CFS_OK;
     if (rc == 0)
-        rc = cfs_wire_recv_header(h->w.fd, &type, &len, CFS_WIRE_MAX_FRAME - 1, deadline,
+        rc = cfs_wire_recv_header(h->w.fd, &rtype, &len, CFS_WIRE_MAX_FRAME - 1, deadline,
                                   timed_out, err);
-    if (rc == 0 && type != CFS_WIRE_DATA)
+    if (rc == 0 && rtype != CFS_WIRE_DATA)
         rc = cfs_err_setc(err, CFS_EIO, "a reply of the wrong type");
     if (rc == 0)
         rc = read_status(h, len, deadline, timed_out, &status, err);
@@ -318,8 +308,57 @@ static int request(handle *h, const proxy *px, const cfs_array *arr, const uint6
     return rc;
 }
 
-static int proxy_read_as(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
-                         read_mode mode, void *out, cfs_strpool *pool, cfs_err *err)
+static void count_request(handle *h, uint64_t rows)
+{
+    __atomic_add_fetch(&h->stats.requests, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&h->stats.rows, rows, __ATOMIC_RELAXED);
+}
+
+/* Under the lock, with a live worker: one read of a slab. */
+static int request(handle *h, const proxy *px, const cfs_array *arr, const uint64_t *start,
+                   const uint64_t *count, read_mode mode, void *out, cfs_strpool *pool,
+                   bool *timed_out, cfs_err *err)
+{
+    cfs_buf req = {0};
+    int rc = cfs_wire_put_u32(&req, px->id) | cfs_wire_put_u8(&req, (uint8_t)arr->ndim);
+    uint64_t n = 1;
+    for (int d = 0; d < arr->ndim; d++) {
+        rc |= cfs_wire_put_u64(&req, start[d]) | cfs_wire_put_u64(&req, count[d]);
+        n *= count[d];
+    }
+    count_request(h, arr->ndim ? count[0] : 1);
+    rc = rc < 0 ? cfs_err_oom(err)
+                : exchange(h, CFS_WIRE_READ, &req, arr, n, mode, out, pool, timed_out, err);
+    cfs_buf_free(&req);
+    return rc;
+}
+
+/* Under the lock, with a live worker: one read of whole rows (at most CFS_WIRE_MAX_ROWS). */
+static int request_rows(handle *h, const proxy *px, const cfs_array *arr, const uint64_t *rows,
+                        uint64_t n, read_mode mode, void *out, cfs_strpool *pool,
+                        bool *timed_out, cfs_err *err)
+{
+    cfs_buf req = {0};
+    int rc = cfs_wire_put_u32(&req, px->id) | cfs_wire_put_u64(&req, n);
+    for (uint64_t i = 0; i < n; i++)
+        rc |= cfs_wire_put_u64(&req, rows[i]);
+    count_request(h, n);
+    rc = rc < 0 ? cfs_err_oom(err)
+                : exchange(h, CFS_WIRE_READ_ROWS, &req, arr, n * cfs_array_row_elems(arr),
+                           mode, out, pool, timed_out, err);
+    cfs_buf_free(&req);
+    return rc;
+}
+
+/* What one proxy call asks for: a slab, or whole rows. */
+typedef struct ask {
+    const uint64_t *start, *count;      /* a slab */
+    const uint64_t *rows;               /* or these rows (rows != NULL) */
+    uint64_t nrows;
+} ask;
+
+static int proxy_read_as(const cfs_array *arr, const ask *q, read_mode mode, void *out,
+                         cfs_strpool *pool, cfs_err *err)
 {
     proxy *px = arr->ctx;
     handle *h = px->h;
@@ -331,8 +370,10 @@ static int proxy_read_as(const cfs_array *arr, const uint64_t *start, const uint
     else
         rc = ensure_worker(h, err);
     bool timed_out = false;
-    if (rc == 0)
-        rc = request(h, px, arr, start, count, mode, out, pool, &timed_out, err);
+    if (rc == 0 && !q->rows)
+        rc = request(h, px, arr, q->start, q->count, mode, out, pool, &timed_out, err);
+    else if (rc == 0)
+        rc = request_rows(h, px, arr, q->rows, q->nrows, mode, out, pool, &timed_out, err);
     if (rc == -2) {
         char why[sizeof err->msg];
         describe_loss(h, err->status == CFS_ENOMEM, err, why, sizeof why);
@@ -346,15 +387,36 @@ static int proxy_read_as(const cfs_array *arr, const uint64_t *start, const uint
 static int proxy_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
                       void *out, cfs_err *err)
 {
-    return proxy_read_as(arr, start, count, arr->dtype == CFS_STRING ? STRINGS_OWN : NUMERIC,
-                         out, NULL, err);
+    ask q = {start, count, NULL, 0};
+    return proxy_read_as(arr, &q, arr->dtype == CFS_STRING ? STRINGS_OWN : NUMERIC, out, NULL,
+                         err);
 }
 
 static int proxy_read_strings(const cfs_array *arr, const uint64_t *start,
                               const uint64_t *count, const char **out, cfs_strpool *pool,
                               cfs_err *err)
 {
-    return proxy_read_as(arr, start, count, STRINGS_POOL, out, pool, err);
+    ask q = {start, count, NULL, 0};
+    return proxy_read_as(arr, &q, STRINGS_POOL, out, pool, err);
+}
+
+/* Rows in requests of at most CFS_WIRE_MAX_ROWS rows and a reply frame's worth of values. */
+static int proxy_read_rows(const cfs_array *arr, const uint64_t *rows, uint64_t n, void *out,
+                           cfs_strpool *pool, cfs_err *err)
+{
+    size_t row_bytes = (size_t)cfs_array_row_elems(arr) * cfs_array_elem_size(arr);
+    uint64_t per = (CFS_WIRE_MAX_FRAME / 2) / (row_bytes ? row_bytes : 1);
+    if (per > CFS_WIRE_MAX_ROWS)
+        per = CFS_WIRE_MAX_ROWS;
+    if (per == 0)
+        return cfs_array_read_rows_by_blocks(arr, rows, n, out, pool, err);
+    read_mode mode = arr->dtype == CFS_STRING ? STRINGS_POOL : NUMERIC;
+    for (uint64_t i = 0; i < n; i += per) {
+        ask q = {NULL, NULL, rows + i, n - i < per ? n - i : per};
+        if (proxy_read_as(arr, &q, mode, (char *)out + i * row_bytes, pool, err) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 static void proxy_free(void *ctx)
@@ -368,7 +430,7 @@ static void proxy_free(void *ctx)
 }
 
 static const cfs_array_ops proxy_ops = {proxy_read, proxy_free, proxy_read_strings,
-                                        NULL};
+                                        proxy_read_rows};
 
 static void *make_proxy(void *maker, uint32_t id, const char *path)
 {
@@ -426,6 +488,16 @@ int cfs_isolated_open(const char *path, const cfs_isolation *iso, cfs_dataset **
     if (iso->off)
         return cfs_format_open(path, out, err);
     return open_isolated(path, iso, out, fault, err);
+}
+
+bool cfs_isolated_stats(const cfs_dataset *ds, cfs_reader_stats *stats)
+{
+    if (!ds || ds->reader_free != handle_unref)
+        return false;
+    handle *h = ds->reader;
+    stats->requests = __atomic_load_n(&h->stats.requests, __ATOMIC_RELAXED);
+    stats->rows = __atomic_load_n(&h->stats.rows, __ATOMIC_RELAXED);
+    return true;
 }
 
 bool cfs_isolated_fault(const cfs_dataset *ds, cfs_reader_fault *fault)

@@ -34,10 +34,19 @@ typedef struct cfs_reader_fault {
     unsigned count;             /* workers this source has lost */
 } cfs_reader_fault;
 
+/* What the daemon asked a source's workers for since it was opened (status.json): requests,
+ * and the rows they spanned (first-axis rows of a slab, rows of a row read; 1 for a scalar). */
+typedef struct cfs_reader_stats {
+    uint64_t requests;
+    uint64_t rows;
+} cfs_reader_stats;
+
 /* Detects and opens path as cfs_format_open does, in a worker unless iso->off. On failure err
  * says why; fault (may be NULL) says whether a worker fault was the reason. */
 int cfs_isolated_open(const char *path, const cfs_isolation *iso, cfs_dataset **out,
                       cfs_reader_fault *fault, cfs_err *err);
+/* True if ds is served by workers; *stats receives their counters. */
+bool cfs_isolated_stats(const cfs_dataset *ds, cfs_reader_stats *stats);
 /* True if ds is served by workers and one of them faulted; *fault receives the first fault. */
 bool cfs_isolated_fault(const cfs_dataset *ds, cfs_reader_fault *fault);
 

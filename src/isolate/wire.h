@@ -19,6 +19,7 @@ typedef enum cfs_wire_type {
     CFS_WIRE_MODEL = 2,     /* worker: u32 status, then the model (wire_model.h) or str reason */
     CFS_WIRE_READ = 3,      /* daemon: u32 array id, u8 ndim, u64 start[ndim], u64 count[ndim] */
     CFS_WIRE_DATA = 4,      /* worker: u32 status, then the values or str reason */
+    CFS_WIRE_READ_ROWS = 5, /* daemon: u32 array id, u64 n, u64 rows[n] (ascending): whole rows */
 } cfs_wire_type;
 
 /* Frames larger than this are refused by both sides (a read reply of numeric values is at most
@@ -26,6 +27,9 @@ typedef enum cfs_wire_type {
 #define CFS_WIRE_MAX_FRAME (UINT32_C(1) << 31)
 /* A control frame (open, read request, a reason) is at most this. */
 #define CFS_WIRE_MAX_CONTROL (UINT32_C(1) << 16)
+/* Rows in one row read: its request is at most 8 bytes a row more than a control frame. */
+#define CFS_WIRE_MAX_ROWS UINT32_C(65536)
+#define CFS_WIRE_MAX_REQUEST (CFS_WIRE_MAX_CONTROL + 8 * CFS_WIRE_MAX_ROWS)
 /* One string inside a payload. */
 #define CFS_WIRE_MAX_STRING (UINT32_C(1) << 24)
 

@@ -83,7 +83,7 @@ static int serve_open(worker *w, cfs_wire_cursor *c)
 }
 
 /* The strings as u32 length + bytes each, after the status. */
-static int put_strings(cfs_buf *b, char **s, size_t n)
+static int put_strings(cfs_buf *b, const char *const *s, size_t n)
 {
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -95,8 +95,26 @@ static int put_strings(cfs_buf *b, char **s, size_t n)
     return rc;
 }
 
-static int read_values(const cfs_array *arr, const uint64_t *start,
-                       const uint64_t *count, uint64_t n, cfs_buf *b, cfs_err *err)
+/* What a request asks for: a slab, or whole rows (rows != NULL). */
+typedef struct want {
+    const uint64_t *start, *count;
+    const uint64_t *rows;
+    uint64_t nrows;
+} want;
+
+static int read_into(const cfs_array *arr, const want *q, void *out, cfs_strpool *pool,
+                     cfs_err *err)
+{
+    if (q->rows)
+        return cfs_array_read_rows(arr, q->rows, q->nrows, out, pool, err);
+    if (arr->dtype == CFS_STRING)
+        return cfs_array_read_strings(arr, q->start, q->count, out, pool, err);
+    return cfs_array_read(arr, q->start, q->count, out, err);
+}
+
+/* The n values asked for, appended to b. */
+static int read_values(const cfs_array *arr, const want *q, uint64_t n, cfs_buf *b,
+                       cfs_err *err)
 {
     size_t esize = cfs_array_elem_size(arr);
     if (n > (CFS_WIRE_MAX_FRAME - 16) / (esize ? esize : 1))
@@ -106,28 +124,46 @@ static int read_values(const cfs_array *arr, const uint64_t *start,
         return cfs_err_oom(err);
     void *out = b->data + b->len;
     memset(out, 0, (size_t)n * esize);
-    if (cfs_array_read(arr, start, count, out, err) < 0)
-        return -1;
     if (arr->dtype != CFS_STRING) {
+        if (read_into(arr, q, out, NULL, err) < 0)
+            return -1;
         b->len += (size_t)n * esize;
         return 0;
     }
     /* The pointers are moved out of the buffer before it is overwritten with the strings. */
-    char **s = malloc((size_t)n * sizeof *s + 1);
-    if (s)
-        memcpy(s, out, (size_t)n * sizeof *s);
-    int rc = s && put_strings(b, s, (size_t)n) == 0 ? 0 : cfs_err_oom(err);
-    if (s)
-        cfs_strings_free(s, (size_t)n);
-    else
-        cfs_strings_free(out, (size_t)n);
+    cfs_strpool *pool = cfs_strpool_new();
+    const char **s = malloc((size_t)n * sizeof *s + 1);
+    int rc = pool && s ? read_into(arr, q, s, pool, err) : cfs_err_oom(err);
+    if (rc == 0 && put_strings(b, s, (size_t)n) < 0)
+        rc = cfs_err_oom(err);
     free(s);
+    cfs_strpool_free(pool);
+    return rc;
+}
+
+/* Reads what q asks of array id and sends it (or the reason it could not be read). */
+static int reply_values(const worker *w, uint32_t id, const want *q, uint64_t n, bool overflow)
+{
+    cfs_err err = {0};
+    /* The values are read in place after the status; 4 unsent bytes before it put them 8 bytes
+     * into the (malloc-aligned) buffer, aligned for every element type a reader stores. */
+    static const unsigned char unsent[4];
+    cfs_buf b = {0};
+    int rc = maybe_fault(w, w->arrays.path[id]) < 0 ||
+                     cfs_buf_append(&b, unsent, sizeof unsent) < 0 ||
+                     cfs_wire_put_u32(&b, CFS_OK) < 0
+                 ? cfs_err_oom(&err)
+             : overflow ? cfs_err_setc(&err, CFS_EINVALID, "a read of too many values")
+                        : read_values(w->arrays.arr[id], q, n, &b, &err);
+    rc = rc == 0 ? cfs_wire_send(w->fd, CFS_WIRE_DATA, b.data + sizeof unsent,
+                                 b.len - sizeof unsent, -1, &err)
+                 : reply_error(w, CFS_WIRE_DATA, &err);
+    cfs_buf_free(&b);
     return rc;
 }
 
 static int serve_read(worker *w, cfs_wire_cursor *c)
 {
-    cfs_err err = {0};
     uint32_t id = cfs_wire_get_u32(c);
     uint8_t ndim = cfs_wire_get_u8(c);
     uint64_t start[CFS_MAX_DIMS] = {0}, count[CFS_MAX_DIMS] = {0};
@@ -143,20 +179,28 @@ static int serve_read(worker *w, cfs_wire_cursor *c)
     }
     if (c->bad || c->left)
         return -1;
-    /* The values are read in place after the status; 4 unsent bytes before it put them 8 bytes
-     * into the (malloc-aligned) buffer, aligned for every element type a reader stores. */
-    static const unsigned char unsent[4];
-    cfs_buf b = {0};
-    int rc = maybe_fault(w, w->arrays.path[id]) < 0 ||
-                     cfs_buf_append(&b, unsent, sizeof unsent) < 0 ||
-                     cfs_wire_put_u32(&b, CFS_OK) < 0
-                 ? cfs_err_oom(&err)
-             : overflow ? cfs_err_setc(&err, CFS_EINVALID, "a read of too many values")
-                        : read_values(w->arrays.arr[id], start, count, n, &b, &err);
-    rc = rc == 0 ? cfs_wire_send(w->fd, CFS_WIRE_DATA, b.data + sizeof unsent,
-                                 b.len - sizeof unsent, -1, &err)
-                 : reply_error(w, CFS_WIRE_DATA, &err);
-    cfs_buf_free(&b);
+    want q = {start, count, NULL, 0};
+    return reply_values(w, id, &q, n, overflow);
+}
+
+/* Whole rows: the row list is checked by cfs_array_read_rows (ascending, inside the array). */
+static int serve_read_rows(worker *w, cfs_wire_cursor *c)
+{
+    uint32_t id = cfs_wire_get_u32(c);
+    uint64_t nrows = cfs_wire_get_u64(c);
+    if (c->bad || !w->ds || id >= w->arrays.n || w->arrays.arr[id]->ndim < 1 ||
+        nrows > CFS_WIRE_MAX_ROWS || c->left != nrows * 8)
+        return -1;
+    uint64_t *rows = malloc((size_t)nrows * sizeof *rows + 1);
+    if (!rows)
+        return -1;
+    for (uint64_t i = 0; i < nrows; i++)
+        rows[i] = cfs_wire_get_u64(c);
+    uint64_t row_elems = cfs_array_row_elems(w->arrays.arr[id]);
+    bool overflow = row_elems && nrows > UINT64_MAX / row_elems;
+    want q = {NULL, NULL, rows, nrows};
+    int rc = reply_values(w, id, &q, nrows * row_elems, overflow);
+    free(rows);
     return rc;
 }
 
@@ -182,19 +226,20 @@ int cfs_reader_worker_main(int fd, uint64_t memory_limit)
         setrlimit(RLIMIT_AS, &rl);
     }
     worker w = {.fd = fd, .fault = getenv(CFS_WORKER_FAULT_ENV)};
-    unsigned char *payload = malloc(CFS_WIRE_MAX_CONTROL);
+    unsigned char *payload = malloc(CFS_WIRE_MAX_REQUEST);
     int status = payload ? 0 : 1;
     while (status == 0) {
         uint8_t type;
         uint32_t len;
         bool timed_out = false;
         cfs_err err = {0};
-        if (cfs_wire_recv_header(fd, &type, &len, CFS_WIRE_MAX_CONTROL, -1, &timed_out, &err) < 0 ||
+        if (cfs_wire_recv_header(fd, &type, &len, CFS_WIRE_MAX_REQUEST, -1, &timed_out, &err) < 0 ||
             cfs_wire_recv_exact(fd, payload, len, -1, &timed_out, &err) < 0)
             break;              /* the daemon closed its end: done */
         cfs_wire_cursor c = {payload, len, false};
         int rc = type == CFS_WIRE_OPEN ? serve_open(&w, &c)
-                 : type == CFS_WIRE_READ ? serve_read(&w, &c) : -1;
+                 : type == CFS_WIRE_READ ? serve_read(&w, &c)
+                 : type == CFS_WIRE_READ_ROWS ? serve_read_rows(&w, &c) : -1;
         if (rc < 0)
             status = 2;         /* a request it does not understand, or the socket failed */
     }

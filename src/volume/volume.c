@@ -953,6 +953,11 @@ static char *status_text(cfs_volume *v)
                               "in_catalog", p->ds && p->embedding, "left_out", left);
         if (damage.happened)
             json_object_set_new(e, "damage", damage_json(&damage));
+        cfs_reader_stats asked;
+        if (p->ds && cfs_isolated_stats(p->ds, &asked))
+            json_object_set_new(e, "reader", json_pack("{s:I, s:I}", "requests",
+                                                       (json_int_t)asked.requests, "rows",
+                                                       (json_int_t)asked.rows));
         if (working)
             json_object_set_new(e, "progress", json_pack("{s:s, s:f}", "element", element,
                                                          "fraction", fraction));
