@@ -1,6 +1,8 @@
 """Chunks for progressive reading (issue 14, docs/design.md §4 Chunks, §7).
 
-On a generated h5ad of 70,000 cells (levels 1024, 4096, 16384, 65536, 70000), few genes:
+On a generated h5ad of 140,000 cells (levels 1024, 4096, 16384, 65536, 140000), few genes (a
+view reads a chunk's cells alone while they are at most an eighth of the column, so the input is
+over 8 x 16,384 cells):
 
 - Every per-cell array of the store (obs index and columns, categorical codes, nullable values
   and masks, obsm, a dense layer, obsp's indptr, cellucid_original_position) has chunk
@@ -10,7 +12,8 @@ On a generated h5ad of 70,000 cells (levels 1024, 4096, 16384, 65536, 70000), fe
 - Reading the first level (1,024 cells) of every per-cell array of a mounted store makes one
   chunk each (status.json's cache counter `produced`).
 - A cold chunk of the obs index asks the source's reader for its own cells only (status.json's
-  `reader.rows`), and so does a cold chunk of an obsm entry or a categorical.
+  `reader.rows`), and so does a cold chunk of an obsm entry, of a categorical, and the last,
+  shorter chunk of a column; a second chunk past an eighth of the column reads it whole, once.
 - The store's bytes do not depend on how they are made: export, `-o memory=4M`,
   `-o isolate=off`, a mount read cold, a remount on a wiped cache.
 """
@@ -37,10 +40,10 @@ from priority_reference import reference_levels  # noqa: E402
 warnings.simplefilter("ignore")
 pytestmark = pytest.mark.filterwarnings("ignore")
 
-N = 70_000
+N = 140_000
 GENES = 24
 LEVEL = 16_384          # the first level chunk boundaries are on
-STORE = "cells70k.zarr"
+STORE = "cells140k.zarr"
 
 
 def make_input(path):
@@ -72,7 +75,7 @@ def make_input(path):
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
     d = tmp_path_factory.mktemp("chunks-src")
-    make_input(d / "cells70k.h5ad")
+    make_input(d / "cells140k.h5ad")
     return d
 
 
@@ -119,7 +122,7 @@ def test_per_cell_chunks_end_on_the_levels(export):
                 "obsp/connectivities/indptr"}
     assert expected <= set(arrays), sorted(expected - set(arrays))
     levels = [int(v) for v in reference_levels(N) if v >= LEVEL]
-    assert levels == [16384, 65536, 70000]
+    assert levels == [16384, 65536, N]
     for rel, za in arrays.items():
         rows = za["chunks"][0]
         assert LEVEL % rows == 0, f"{rel}: {rows} rows a chunk do not divide {LEVEL}"
@@ -160,13 +163,13 @@ def test_gene_ranges_cut_by_half_a_gene(export):
 
 def test_store_equals_source(export, source):
     store = ad.read_zarr(export() / STORE)
-    src = ad.read_h5ad(source / "cells70k.h5ad")
+    src = ad.read_h5ad(source / "cells140k.h5ad")
     # The cell graph is compared sparse here (the comparator would make it dense: 20 GB).
     order = np.asarray(store.obs["cellucid_original_position"])
     got = store.obsp.pop("connectivities").tocsr()
     want = src.obsp.pop("connectivities").tocsr()[order][:, order]
     assert got.dtype == want.dtype and (got != want).nnz == 0
-    assert_adata_equal(store, src, dataset_id="cells70k", dataset_name="cells70k")
+    assert_adata_equal(store, src, dataset_id="cells140k", dataset_name="cells140k")
 
 
 def test_original_order_keeps_the_byte_rule(export):
@@ -222,20 +225,22 @@ def test_first_level_makes_only_its_chunks(source, export, mounts):
 def test_cold_chunk_reads_only_its_cells(source, mounts):
     m = mounts(source)
     store = m.mnt / STORE
+    last = N // LEVEL
     rows0, req0 = reader_rows(m)
     (store / "obs/_index/0").read_bytes()
     rows1, req1 = reader_rows(m)
     assert (rows1 - rows0, req1 - req0) == (LEVEL, 1), "chunk 0 of the obs index: its 16,384 cells, one request"
-    (store / "obs/_index/4").read_bytes()
+    (store / f"obs/score/{last}").read_bytes()
     rows2, _ = reader_rows(m)
-    assert rows2 - rows1 == N - 4 * LEVEL, "the last chunk: its own cells"
+    assert rows2 - rows1 == N - last * LEVEL, "the last chunk: its own cells"
     # (X_umap is read whole at open, to check it can be drawn: its chunks are made from that.)
     (store / "obsm/X_wide/1.0").read_bytes()
     (store / "obs/batch/codes/2").read_bytes()
     rows3, _ = reader_rows(m)
     assert rows3 - rows2 == 2 * LEVEL
-    # A client reading on through the column: after a few chunks it is read whole, once.
-    for k in (1, 2, 3):
+    # A client reading on through the column: past an eighth of it, the column is read whole,
+    # once, and its other chunks are made from that.
+    for k in range(1, last + 1):
         (store / f"obs/_index/{k}").read_bytes()
     rows4, _ = reader_rows(m)
-    assert rows4 - rows3 <= 2 * LEVEL + N, rows4 - rows3
+    assert rows4 - rows3 == N, rows4 - rows3

@@ -91,12 +91,16 @@ void cfs_int_set(cfs_dtype t, void *base, uint64_t i, int64_t v)
 /* ---- row-permuted views ------------------------------------------------------------------ */
 
 /*
- * A view makes each slab it is asked for (a chunk) from that slab's cells only, read from the
- * source as a sorted set of rows, until it has been asked this many times: a client that reads
- * on past the first levels reads the whole column, which costs less read once than piece by
- * piece (docs/design.md §7). A slab of every row is read whole at once.
+ * A view makes a slab it is asked for (a chunk) from that slab's cells alone, read from the
+ * source as a sorted set of rows, while those cells and the ones it read so far the same way
+ * are at most an eighth of the column, for at most PIECEWISE_READS slabs; then it reads the
+ * column whole, once, and serves every later slab from it (docs/design.md §7). A set of rows
+ * costs a reader several times what the same rows cost in a sequential read (libhdf5: about
+ * 2 us a variable-length string against 0.25 us), so past an eighth of the column reading all
+ * of it is cheaper, and a client that reads on past the first levels reads it all anyway.
  */
 #define PIECEWISE_READS 4u
+#define PIECEWISE_SHARE 8u
 
 typedef struct rows_view {
     cfs_job job;
@@ -106,7 +110,9 @@ typedef struct rows_view {
     cfs_strpool *strings;   /* CFS_STRING: where whole's strings live (or the source's own) */
     uint64_t nelems;
     bool cols_too;          /* a cells x cells matrix: columns are permuted as well */
-    unsigned reads;         /* slabs asked for so far */
+    pthread_mutex_t lock;   /* guards reads and rows_read */
+    unsigned reads;         /* slabs read piece by piece so far */
+    uint64_t rows_read;     /* and their rows */
     bool loaded;            /* whole is there */
 } rows_view;
 
@@ -145,6 +151,7 @@ static void rows_destroy(cfs_job *job)
     free(v->whole);
     cfs_array_unref(v->src);
     cfs_perm_unref(v->perm);
+    pthread_mutex_destroy(&v->lock);
     free(v);
 }
 
@@ -179,12 +186,35 @@ static size_t copy_row_slab(const cfs_array *a, const unsigned char *row, const 
     return (size_t)(dst - out);
 }
 
+/* Copies whole rows of a few bytes each: a call of memcpy a row would cost more than the copy. */
+#define COPY_ROWS(BYTES)                                                                   \
+    for (uint64_t r = 0; r < n; r++)                                                      \
+        memcpy(dst + r * (BYTES), from[r], (BYTES));
+
+static bool copy_whole_rows(const unsigned char *const *from, uint64_t n, size_t row_bytes,
+                            unsigned char *dst)
+{
+    switch (row_bytes) {
+    case 1: COPY_ROWS(1) return true;
+    case 4: COPY_ROWS(4) return true;
+    case 8: COPY_ROWS(8) return true;
+    case 16: COPY_ROWS(16) return true;
+    default: return false;
+    }
+}
+
 /* Copies a slab's rows (out of order[]'s source rows, one pointer each) into out. */
 static void place_rows(const cfs_array *arr, const rows_view *v, const unsigned char *const *from,
                        const uint64_t *start, const uint64_t *count, void *out)
 {
     size_t esize = cfs_array_elem_size(arr);
     unsigned char *dst = out;
+    bool whole_rows = !v->cols_too;
+    for (int d = 1; d < arr->ndim; d++)
+        whole_rows &= start[d] == 0 && count[d] == arr->shape[d];
+    if (whole_rows &&
+        copy_whole_rows(from, count[0], (size_t)cfs_array_row_elems(arr) * esize, dst))
+        return;
     for (uint64_t r = 0; r < count[0]; r++) {
         const unsigned char *row = from[r];
         if (v->cols_too) {
@@ -241,9 +271,17 @@ static int gather_piece(const cfs_array *arr, const rows_view *v, const uint64_t
 /* Whether this slab is read piece by piece (see PIECEWISE_READS). */
 static bool piecewise(rows_view *v, const uint64_t *count)
 {
-    if (__atomic_load_n(&v->loaded, __ATOMIC_ACQUIRE) || count[0] >= v->perm->n)
+    if (__atomic_load_n(&v->loaded, __ATOMIC_ACQUIRE))
         return false;
-    return __atomic_fetch_add(&v->reads, 1, __ATOMIC_RELAXED) < PIECEWISE_READS;
+    pthread_mutex_lock(&v->lock);
+    bool yes = v->reads < PIECEWISE_READS &&
+               (v->rows_read + count[0]) * PIECEWISE_SHARE <= v->perm->n;
+    if (yes) {
+        v->reads++;
+        v->rows_read += count[0];
+    }
+    pthread_mutex_unlock(&v->lock);
+    return yes;
 }
 
 /* The slab's values; strings lent from the view's copy of the source or put in pool. */
@@ -303,6 +341,7 @@ cfs_array *cfs_perm_rows(cfs_array *src, cfs_perm *perm)
     if (!v)
         return NULL;
     cfs_job_init(&v->job, rows_load, rows_destroy);
+    pthread_mutex_init(&v->lock, NULL);
     v->src = cfs_array_ref(src);
     v->perm = cfs_perm_ref(perm);
     cfs_array *arr = cfs_array_new(src->dtype, src->ndim, src->shape, &rows_ops, v);
