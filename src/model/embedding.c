@@ -6,7 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ROWS_PER_BLOCK = 16384 };
+/* The check reads every row, in slabs of up to this many bytes (at least 16,384 rows): an
+ * embedding of up to 64 MiB in one read, which a priority-ordered view serves from one read of
+ * its source column instead of a chunk's cells at a time (docs/design.md §7). */
+#define BLOCK_BYTES ((uint64_t)64 << 20)
+enum { MIN_ROWS_PER_BLOCK = 16384 };
 
 static double half_to_double(uint16_t h)
 {
@@ -90,14 +94,17 @@ bool cfs_embedding_drawable(const cfs_elem *el, uint64_t n_obs, char *why, size_
     if (cols == 0 || n_obs == 0)
         return fail(why, why_len, "has no columns");
     size_t esize = cfs_dtype_size(arr->dtype);
-    unsigned char *buf = malloc(ROWS_PER_BLOCK * cols * esize);
+    uint64_t block = BLOCK_BYTES / (cols * esize);
+    if (block < MIN_ROWS_PER_BLOCK)
+        block = MIN_ROWS_PER_BLOCK;
+    if (block > n_obs)
+        block = n_obs;
+    unsigned char *buf = malloc(block * cols * esize);
     scan s = {.first = calloc(cols, sizeof(double))};
     bool allocated = buf && s.first;
     bool ok = allocated;
-    for (uint64_t r0 = 0; ok && r0 < n_obs; r0 += ROWS_PER_BLOCK) {
-        uint64_t start[2] = {r0, 0}, count[2] = {n_obs - r0 < ROWS_PER_BLOCK ? n_obs - r0
-                                                                             : ROWS_PER_BLOCK,
-                                                 cols};
+    for (uint64_t r0 = 0; ok && r0 < n_obs; r0 += block) {
+        uint64_t start[2] = {r0, 0}, count[2] = {n_obs - r0 < block ? n_obs - r0 : block, cols};
         cfs_err err;
         if (cfs_array_read(arr, start, count, buf, &err) < 0) {
             snprintf(why, why_len, "could not be read: %s", err.msg);
