@@ -294,14 +294,26 @@ static int rows_gather(const cfs_array *arr, const uint64_t *start, const uint64
     if (cfs_job_ensure(&v->job, err) < 0)
         return -1;
     __atomic_store_n(&v->loaded, true, __ATOMIC_RELEASE);
+    /* In batches of rows, so that a slab of a million rows needs no million pointers. */
+    enum { BATCH = 4096 };
+    const unsigned char *from[BATCH];
     size_t row_bytes = (size_t)cfs_array_row_elems(arr) * cfs_array_elem_size(arr);
-    const unsigned char **from = malloc((count[0] ? count[0] : 1) * sizeof *from);
-    if (!from)
-        return cfs_err_oom(err);
-    for (uint64_t r = 0; r < count[0]; r++)
-        from[r] = (const unsigned char *)v->whole + v->perm->order[start[0] + r] * row_bytes;
-    place_rows(arr, v, from, start, count, out);
-    free(from);
+    size_t out_row = row_bytes;
+    if (arr->ndim > 1) {
+        out_row = cfs_array_elem_size(arr);
+        for (int d = 1; d < arr->ndim; d++)
+            out_row *= count[d];
+    }
+    uint64_t s0[CFS_MAX_DIMS] = {0}, n0[CFS_MAX_DIMS] = {0};
+    memcpy(s0, start, (size_t)arr->ndim * sizeof *s0);
+    memcpy(n0, count, (size_t)arr->ndim * sizeof *n0);
+    for (uint64_t r0 = 0; r0 < count[0]; r0 += BATCH) {
+        n0[0] = count[0] - r0 < BATCH ? count[0] - r0 : BATCH;
+        s0[0] = start[0] + r0;
+        for (uint64_t r = 0; r < n0[0]; r++)
+            from[r] = (const unsigned char *)v->whole + v->perm->order[s0[0] + r] * row_bytes;
+        place_rows(arr, v, from, s0, n0, (unsigned char *)out + r0 * out_row);
+    }
     return 0;
 }
 
