@@ -244,3 +244,23 @@ def test_cold_chunk_reads_only_its_cells(source, mounts):
         (store / f"obs/_index/{k}").read_bytes()
     rows4, _ = reader_rows(m)
     assert rows4 - rows3 == N, rows4 - rows3
+
+
+@pytest.mark.parametrize("part, which", [("data", 3), ("indices", "last")])
+def test_cold_chunk_of_a_cell_graph_reads_its_rows(source, export, mounts, part, which):
+    """A chunk of obsp entries is made from the stored rows holding it (the source's indptr is
+    read whole, then those rows' entries), and equals the export's, made from the whole graph."""
+    store = export() / STORE
+    za = zarray(store, f"obsp/connectivities/{part}")
+    c, nnz = za["chunks"][0], za["shape"][0]
+    k = nnz // c if which == "last" else which
+    m = mounts(source)
+    rows0, _ = reader_rows(m)
+    got = (m.mnt / STORE / f"obsp/connectivities/{part}/{k}").read_bytes()
+    rows1, _ = reader_rows(m)
+    assert got == (store / f"obsp/connectivities/{part}/{k}").read_bytes()
+    # indptr (N + 1) whole, then indices (and for data, the values) of the chunk's rows only
+    # (plus the rest of the first and last rows it cuts: a few entries)
+    reads, entries = (1 if part == "indices" else 2), min(c, nnz - k * c)
+    assert N + 1 + reads * entries <= rows1 - rows0 <= N + 1 + reads * (entries + 100), \
+        (rows1 - rows0, entries, nnz)

@@ -91,15 +91,11 @@ void cfs_int_set(cfs_dtype t, void *base, uint64_t i, int64_t v)
 
 /*
  * A view makes a slab it is asked for (a chunk) from that slab's cells alone, read from the
- * source as a sorted set of rows, while those cells and the ones it read so far the same way
- * are at most an eighth of the column, for at most PIECEWISE_READS slabs; then it reads the
- * column whole, once, and serves every later slab from it (docs/design.md §7). A set of rows
- * costs a reader several times what the same rows cost in a sequential read (libhdf5: about
- * 2 us a variable-length string against 0.25 us), so past an eighth of the column reading all
- * of it is cheaper, and a client that reads on past the first levels reads it all anyway.
+ * source as a sorted set of rows, as CFS_PIECEWISE_READS says (permute.h). A set of rows costs
+ * a reader several times what the same rows cost in a sequential read (libhdf5: about 2 us a
+ * variable-length string against 0.25 us), so past an eighth of the column reading all of it is
+ * cheaper, and a client that reads on past the first levels reads it all anyway.
  */
-#define PIECEWISE_READS 4u
-#define PIECEWISE_SHARE 8u
 
 typedef struct rows_view {
     cfs_job job;
@@ -267,14 +263,14 @@ static int gather_piece(const cfs_array *arr, const rows_view *v, const uint64_t
     return rc;
 }
 
-/* Whether this slab is read piece by piece (see PIECEWISE_READS). */
+/* Whether this slab is read piece by piece (see CFS_PIECEWISE_READS). */
 static bool piecewise(rows_view *v, const uint64_t *count)
 {
     if (__atomic_load_n(&v->loaded, __ATOMIC_ACQUIRE))
         return false;
     pthread_mutex_lock(&v->lock);
-    bool yes = v->reads < PIECEWISE_READS &&
-               (v->rows_read + count[0]) * PIECEWISE_SHARE <= v->perm->n;
+    bool yes = v->reads < CFS_PIECEWISE_READS &&
+               (v->rows_read + count[0]) * CFS_PIECEWISE_SHARE <= v->perm->n;
     if (yes) {
         v->reads++;
         v->rows_read += count[0];

@@ -31,12 +31,21 @@ const uint64_t *cfs_perm_pos(cfs_perm *p);
 cfs_perm *cfs_perm_ref(cfs_perm *p);
 void cfs_perm_unref(cfs_perm *p);
 
-/* A view of src (rows = cells) in stored order; src is read whole on first use. */
+/* A view makes a chunk from that chunk's cells alone while they, and those it read the same
+ * way before, are at most 1/CFS_PIECEWISE_SHARE of the array, for at most CFS_PIECEWISE_READS
+ * chunks; then it reads the array whole, once, and serves the rest from that (permute.c,
+ * docs/design.md §7). */
+#define CFS_PIECEWISE_READS 4u
+#define CFS_PIECEWISE_SHARE 8u
+
+/* A view of src (rows = cells) in stored order, made as CFS_PIECEWISE_READS says. */
 cfs_array *cfs_perm_rows(cfs_array *src, cfs_perm *perm);
 /* The same for a dense cells x cells matrix (obsp): rows and columns permuted. */
 cfs_array *cfs_perm_rows_cols(cfs_array *src, cfs_perm *perm);
 /* Rewrites a sparse element in place: rows (cells) and, when both_axes, columns permuted;
- * the encoding (csr/csc) and index dtypes are kept. Read whole on first use. */
+ * the encoding (csr/csc) and index dtypes are kept. When cells are its major axis (csr, or
+ * both_axes) its chunks are made as CFS_PIECEWISE_READS says, from the source's indptr read
+ * whole and each chunk's own stored rows; else it is read whole on first use. */
 int cfs_perm_sparse(cfs_elem *el, cfs_perm *perm, bool both_axes, cfs_err *err);
 
 /* Integer helpers shared with the gene-major engine. */
