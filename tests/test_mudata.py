@@ -37,7 +37,11 @@ warnings.simplefilter("ignore")
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 MU_DIR = FIXTURES_DIR / "mudata"
-SOURCES = {"h5mu": MU_DIR / "citeseq.h5mu", "zarr": MU_DIR / "citeseq.zarr"}
+SOURCES = {"h5mu": MU_DIR / "citeseq.h5mu", "zarr": MU_DIR / "citeseq.zarr",
+           "zarr_zip": MU_DIR / "citeseq.zarr.zip"}
+# The same MuData in a zip of its folder (Info-ZIP, entries under citeseq.zarr/) and as a Zarr
+# v3 store (hand-made by the specification): they must give the folder's store, byte for byte.
+TWINS = {"infozip": MU_DIR / "citeseq_infozip.zip", "v3": MU_DIR / "citeseq_v3.zarr"}
 MODS = ["rna", "prot"]  # mod-order of the fixture (its stale "atac" entry is ignored)
 
 
@@ -45,7 +49,12 @@ class Source:
     """The fixture read by h5py / zarr-python and anndata's read_elem, not by cellucid-fs."""
 
     def __init__(self, path):
-        self.root = h5py.File(path, "r") if path.suffix == ".h5mu" else zarr.open_group(str(path), "r")
+        if path.suffix == ".h5mu":
+            self.root = h5py.File(path, "r")
+        elif path.suffix == ".zip":
+            self.root = zarr.open_group(zarr.ZipStore(str(path), mode="r"), mode="r")
+        else:
+            self.root = zarr.open_group(str(path), "r")
         r = self.root
         self.mods = {m: read_elem(r["mod"][m]) for m in r["mod"].keys()}
         self.obs = read_elem(r["obs"])
@@ -78,6 +87,15 @@ def export(cfs, src, out):
     r = run_cfs(cfs, "export", src, out)
     assert r.returncode == 0, describe(r)
     return r
+
+
+def as_citeseq(source, folder):
+    """source copied into folder under a name whose id is 'citeseq' (a zip is found by its
+    content whatever its name)."""
+    folder.mkdir()
+    dst = folder / ("citeseq.zarr" if source.is_dir() else "citeseq.zarr.zip")
+    (shutil.copytree if source.is_dir() else shutil.copy)(source, dst)
+    return dst
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +179,16 @@ def test_h5mu_and_zarr_twin_give_the_same_bytes(exported):
     assert [k for k in a if a[k] != b[k]] == []
 
 
+@pytest.mark.parametrize("twin", sorted(TWINS))
+def test_zipped_and_v3_twins_give_the_same_bytes(cfs, exported, tmp_path, twin):
+    before = snapshot([TWINS[twin]])
+    export(cfs, as_citeseq(TWINS[twin], tmp_path / "src"), tmp_path / "out")
+    a, b = tree_bytes(tmp_path / "out"), tree_bytes(exported("zarr"))
+    assert sorted(a) == sorted(b), sorted(set(a) ^ set(b))
+    assert [k for k in a if a[k] != b[k]] == []
+    assert snapshot([TWINS[twin]]) == before, "the source was modified"
+
+
 def test_maps_derived_from_names(cfs, exported, tmp_path):
     """A file without obsmap/varmap: the maps come from the names, the store is the same."""
     folder = tmp_path / "src"
@@ -201,12 +229,16 @@ def test_mount_serves_the_export(cfs, tmp_path, mounts, exported):
     folder.mkdir()
     shutil.copy(SOURCES["h5mu"], folder / "citeseq.h5mu")
     shutil.copytree(SOURCES["zarr"], folder / "twin.zarr")
+    shutil.copy(SOURCES["zarr_zip"], folder / "zipped.zarr.zip")
     m = mounts(folder)
     status = {s["id"]: s for s in m.status()["sources"]}
     assert status["citeseq"]["format"] == "h5mu" and status["citeseq"]["state"] == "ready", status
-    assert status["twin"]["format"] == "mudata-zarr" and status["twin"]["state"] == "ready", status
-    assert [d["id"] for d in m.catalog()["datasets"]] == ["citeseq", "twin"]
+    for twin in ("twin", "zipped"):
+        assert status[twin]["format"] == "mudata-zarr" and status[twin]["state"] == "ready", status
+    assert [d["id"] for d in m.catalog()["datasets"]] == ["citeseq", "twin", "zipped"]
     assert tree_bytes(m.mnt / "citeseq.zarr") == tree_bytes(exported("h5mu") / "citeseq.zarr")
+    export(cfs, folder / "zipped.zarr.zip", tmp_path / "zout")
+    assert tree_bytes(m.mnt / "zipped.zarr") == tree_bytes(tmp_path / "zout" / "zipped.zarr")
     st = Store(m.mnt / "citeseq.zarr")
     for name in MODS:
         assert_adata_equal(st.mods[name], Source(SOURCES["h5mu"]).mods[name])
@@ -217,8 +249,9 @@ def test_inspect_shows_each_modality(cfs, kind):
     r = run_cfs(cfs, "inspect", "--json", SOURCES[kind])
     assert r.returncode == 0, describe(r)
     doc = json.loads(r.stdout)["files"][0]
-    assert doc["format"] == {"h5mu": "h5mu", "zarr": "mudata-zarr"}[kind]
+    assert doc["format"] == {"h5mu": "h5mu", "zarr": "mudata-zarr", "zarr_zip": "mudata-zarr"}[kind]
     assert "MuData 0.1.0" in doc["version"]
+    assert ("in a zip" in doc["version"]) == (kind == "zarr_zip"), doc["version"]
     mods = [(x["name"], x["n_obs"], x["n_vars"]) for x in doc["modalities"]]
     assert mods == [("rna", 60, 40), ("prot", 45, 8)], mods
     rna = doc["modalities"][0]

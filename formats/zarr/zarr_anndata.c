@@ -1009,6 +1009,13 @@ int cfs_zarr_anndata_read(const char *path, bool global, cfs_dataset **out, cfs_
     zr_store *s;
     if (zr_store_open(path, &s, err) < 0)
         return -1;
+    return cfs_zarr_anndata_read_store(s, path, global, out, err);
+}
+
+int cfs_zarr_anndata_read_store(zr_store *s, const char *path, bool global, cfs_dataset **out,
+                                cfs_err *err)
+{
+    *out = NULL;
     char *enc, *version;
     zad_kind kind = classify(s, &enc, &version);
     if (kind == ZAD_MODERN || (global && kind == ZAD_OTHER))

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,11 +28,22 @@
 #define ZR_MAX_META (64u << 20)
 
 struct zr_store {
-    zr_backend *b;
+    atomic_int refs;
+    /* A group's view (zr_store_group) reads its parent's backend and consolidated metadata
+     * under its prefix, so that a MuData modality in a zip is read like a store of its own. */
+    zr_store *parent; /* NULL for a whole store */
+    char *prefix;     /* "" for a whole store, "mod/rna" for a view */
+    zr_backend *b;    /* a view's is its parent's */
     int version;      /* 2 or 3 */
     json_t *meta;     /* v2: .zmetadata's "metadata"; v3: the root's consolidated metadata */
-    json_t *root3;    /* v3: the root's zarr.json */
+    json_t *root3;    /* v3: the root's (a view: its group's) zarr.json */
 };
+
+/* rel of the view as a key of the whole store (malloc'd). */
+static char *store_key(const zr_store *s, const char *rel)
+{
+    return cfs_path_join(s->prefix, rel);
+}
 
 bool zr_store_consolidated(const zr_store *s)
 {
@@ -51,7 +63,12 @@ bool zr_store_zipped(const zr_store *s)
 int zr_file_read(const zr_store *s, const char *rel, unsigned char **data, size_t *len,
                  cfs_err *err)
 {
-    return zr_backend_read(s->b, rel, data, len, err);
+    if (!*s->prefix)
+        return zr_backend_read(s->b, rel, data, len, err);
+    char *key = store_key(s, rel);
+    int rc = key ? zr_backend_read(s->b, key, data, len, err) : cfs_err_oom(err);
+    free(key);
+    return rc;
 }
 
 /* The JSON document at key: 1 with a new reference, 0 if there is none, -1 with the reason. */
@@ -83,10 +100,14 @@ static int document(const zr_store *s, const char *rel, const char *leaf, json_t
 {
     *out = NULL;
     char *key = cfs_path_join(rel, leaf);
-    if (!key)
+    char *skey = key ? store_key(s, key) : NULL;
+    if (!skey) {
+        free(key);
         return cfs_err_oom(err);
-    json_t *j = s->version == 2 && s->meta ? json_object_get(s->meta, key) : NULL;
+    }
+    json_t *j = s->version == 2 && s->meta ? json_object_get(s->meta, skey) : NULL;
     int rc = j ? (*out = json_incref(j), 1) : load_json(s, key, out, err);
+    free(skey);
     free(key);
     return rc;
 }
@@ -95,7 +116,14 @@ static int document(const zr_store *s, const char *rel, const char *leaf, json_t
 static int node3(const zr_store *s, const char *rel, json_t **out, cfs_err *err)
 {
     *out = NULL;
-    json_t *j = !*rel ? s->root3 : s->meta ? json_object_get(s->meta, rel) : NULL;
+    json_t *j = !*rel ? s->root3 : NULL;
+    if (!j && *rel && s->meta) {
+        char *skey = store_key(s, rel);
+        if (!skey)
+            return cfs_err_oom(err);
+        j = json_object_get(s->meta, skey);
+        free(skey);
+    }
     if (j) {
         *out = json_incref(j);
         return 1;
@@ -153,8 +181,11 @@ int zr_store_open(const char *path, zr_store **out, cfs_err *err)
 {
     *out = NULL;
     zr_store *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s || !(s->prefix = strdup(""))) {
+        free(s);
         return cfs_err_oom(err);
+    }
+    atomic_init(&s->refs, 1);
     int rc = zr_backend_open(path, &s->b, err);
     if (rc == 0)
         rc = load_json(s, "zarr.json", &s->root3, err);
@@ -173,22 +204,57 @@ int zr_store_open(const char *path, zr_store **out, cfs_err *err)
     return 0;
 }
 
+int zr_store_group(zr_store *parent, const char *rel, zr_store **out, cfs_err *err)
+{
+    *out = NULL;
+    if (zr_node_kind(parent, rel) != ZR_GROUP)
+        return cfs_err_setc(err, CFS_EDAMAGED, "%s is not a Zarr group", rel);
+    zr_store *s = calloc(1, sizeof *s);
+    if (!s || !(s->prefix = store_key(parent, rel))) {
+        free(s);
+        return cfs_err_oom(err);
+    }
+    atomic_init(&s->refs, 1);
+    s->parent = zr_store_ref(parent);
+    s->b = parent->b;
+    s->version = parent->version;
+    s->meta = parent->meta;
+    if (s->version == 3 && node3(parent, rel, &s->root3, err) <= 0) {
+        zr_store_free(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+zr_store *zr_store_ref(zr_store *s)
+{
+    atomic_fetch_add(&s->refs, 1);
+    return s;
+}
+
 void zr_store_free(zr_store *s)
 {
-    if (!s)
+    if (!s || atomic_fetch_sub(&s->refs, 1) > 1)
         return;
-    json_decref(s->meta);
     json_decref(s->root3);
-    zr_backend_free(s->b);
+    if (s->parent) {
+        zr_store_free(s->parent);
+    } else {
+        json_decref(s->meta);
+        zr_backend_free(s->b);
+    }
+    free(s->prefix);
     free(s);
 }
 
 static bool has_doc(const zr_store *s, const char *rel, const char *leaf)
 {
     char *key = cfs_path_join(rel, leaf);
-    if (!key)
-        return false;
-    bool yes = (s->meta && json_object_get(s->meta, key)) || zr_backend_has(s->b, key);
+    char *skey = key ? store_key(s, key) : NULL;
+    bool yes = skey && ((s->meta && json_object_get(s->meta, skey)) ||
+                        zr_backend_has(s->b, skey));
+    free(skey);
     free(key);
     return yes;
 }
@@ -307,16 +373,23 @@ int zr_children(const zr_store *s, const char *rel, char ***names, size_t *n, cf
     size_t cap = 0, len;
     const char *key, *child;
     json_t *v;
+    char *srel = store_key(s, rel);
+    if (!srel)
+        return cfs_err_oom(err);
     if (s->meta)
         json_object_foreach(s->meta, key, v) {
-            if ((child = consolidated_child(s, rel, key, &len)) &&
-                push_name(names, n, &cap, child, len) < 0)
+            if ((child = consolidated_child(s, srel, key, &len)) &&
+                push_name(names, n, &cap, child, len) < 0) {
+                free(srel);
                 goto oom;
+            }
         }
     /* and the sub-folders that are nodes (keys the consolidated metadata does not list) */
     char **list = NULL;
     size_t nlist = 0;
-    if (zr_backend_dirs(s->b, rel, &list, &nlist, err) < 0) {
+    int rc = zr_backend_dirs(s->b, srel, &list, &nlist, err);
+    free(srel);
+    if (rc < 0) {
         zr_names_free(*names, *n);
         *names = NULL;
         *n = 0;

@@ -23,6 +23,12 @@ typedef struct zr_store zr_store;
 /* The store at path (a folder): reads .zmetadata when there is one. -1 with the reason if the
  * folder cannot be resolved or its .zmetadata is not consolidated metadata. */
 int zr_store_open(const char *path, zr_store **out, cfs_err *err);
+/* The group at rel of an open store, as a store of its own: its keys are read under rel from
+ * the same folder or zip, with the same consolidated metadata. It holds a reference to parent.
+ * -1 with the reason when rel is no group. */
+int zr_store_group(zr_store *parent, const char *rel, zr_store **out, cfs_err *err);
+/* Another reference to s: each is let go by zr_store_free. */
+zr_store *zr_store_ref(zr_store *s);
 void zr_store_free(zr_store *s);
 bool zr_store_consolidated(const zr_store *s);
 /* 2 or 3: the store's Zarr format (a root zarr.json makes it 3). */

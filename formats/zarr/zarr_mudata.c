@@ -15,6 +15,7 @@
 #include "zarr_anndata.h"
 #include "zarr_array.h"
 #include "zarr_meta.h"
+#include "zarr_zipprobe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,7 @@ static bool is_mudata(const zr_store *s)
 
 static int mudata_zarr_probe(cfs_probe_input *in)
 {
-    if (!cfs_probe_is_dir(in))
+    if (!cfs_probe_is_dir(in) && !zr_zip_probe(in))
         return 0;
     zr_store *s;
     cfs_err ignore;
@@ -65,11 +66,12 @@ static int root_attrs(const zr_store *s, cfs_dataset *ds, cfs_err *err)
     const char *encoder_version = json_string_value(json_object_get(attrs, "encoder-version"));
     if (rc == 0 && ds) {
         free(ds->format_version);
-        ds->format_version =
-            encoder && encoder_version
-                ? cfs_strdupf("MuData %s (%s %s), Zarr v2", version ? version : "?", encoder,
-                              encoder_version)
-                : cfs_strdupf("MuData %s, Zarr v2", version ? version : "?");
+        char by[128] = "";
+        if (encoder && encoder_version)
+            snprintf(by, sizeof by, " (%.40s %.40s)", encoder, encoder_version);
+        ds->format_version = cfs_strdupf("MuData %s%s, Zarr v%d%s", version ? version : "?", by,
+                                         zr_store_version(s),
+                                         zr_store_zipped(s) ? ", in a zip" : "");
         if (!ds->format_version)
             rc = cfs_err_oom(err);
     }
@@ -90,17 +92,24 @@ static int open_map(const zr_store *s, const char *group, const char *name, cfs_
 }
 
 typedef struct zmu_ctx {
-    const zr_store *s;
+    zr_store *s;
     const char *path;
 } zmu_ctx;
 
+/* A modality is read from its group's view of the store, so that it is read alike from a
+ * folder and a zip, with the store's consolidated metadata. */
 static int read_modality(cfs_dataset *ds, const char *name, void *ctx, cfs_err *err)
 {
     const zmu_ctx *c = ctx;
-    char *dir = cfs_strdupf("%s/mod/%s", c->path, name);
+    char *rel = cfs_strdupf("mod/%s", name);
+    char *label = cfs_strdupf("%s/mod/%s", c->path, name);
     cfs_dataset *sub = NULL;
-    int rc = dir ? cfs_zarr_anndata_read(dir, false, &sub, err) : cfs_err_oom(err);
-    free(dir);
+    zr_store *view = NULL;
+    int rc = rel && label ? zr_store_group(c->s, rel, &view, err) : cfs_err_oom(err);
+    if (rc == 0)
+        rc = cfs_zarr_anndata_read_store(view, label, false, &sub, err);
+    free(rel);
+    free(label);
     cfs_modality *m = rc == 0 ? cfs_dataset_add_modality(ds, name, sub, err) : NULL;
     cfs_array *obsmap = NULL, *varmap = NULL;
     if (!m || open_map(c->s, "obsmap", name, &obsmap, err) < 0 ||
@@ -111,7 +120,7 @@ static int read_modality(cfs_dataset *ds, const char *name, void *ctx, cfs_err *
     return cfs_modality_set_maps(ds, m, obsmap, varmap, err);
 }
 
-static int read_modalities(cfs_dataset *ds, const zr_store *s, const char *path, cfs_err *err)
+static int read_modalities(cfs_dataset *ds, zr_store *s, const char *path, cfs_err *err)
 {
     zmu_ctx c = {s, path};
     char **names = NULL, **order = NULL;
@@ -140,7 +149,7 @@ static int mudata_zarr_open(const char *path, cfs_dataset **out, cfs_err *err)
     int rc = is_mudata(s) ? root_attrs(s, NULL, err)
                           : cfs_err_set(err, "a Zarr store but not MuData (no MuData root "
                                         "with a mod group)");
-    if (rc == 0 && (rc = cfs_zarr_anndata_read(path, true, &ds, err)) < 0)
+    if (rc == 0 && (rc = cfs_zarr_anndata_read_store(zr_store_ref(s), path, true, &ds, err)) < 0)
         cfs_err_prefix(err, "its global obs/var");
     if (rc == 0)
         rc = root_attrs(s, ds, err);
@@ -155,11 +164,11 @@ static int mudata_zarr_open(const char *path, cfs_dataset **out, cfs_err *err)
     return 0;
 }
 
-static const char *const mudata_zarr_extensions[] = {".zarr", NULL};
+static const char *const mudata_zarr_extensions[] = {".zarr", ".zarr.zip", NULL};
 
 const cfs_format cfs_format_mudata_zarr = {
     .name = "mudata-zarr",
-    .summary = "MuData Zarr v2 folders (.zarr, mudata 0.2 and later)",
+    .summary = "MuData Zarr v2 and v3 stores (.zarr folders, .zarr.zip; mudata 0.2 and later)",
     .extensions = mudata_zarr_extensions,
     .folders = true,
     .probe = mudata_zarr_probe,
