@@ -84,7 +84,8 @@ def _outs_cases():
 LEGACY = {"v07.h5ad": "modern_v07.h5ad", "v06.h5ad": "modern_v06.h5ad",
           "seurat.h5ad": "modern_seurat.h5ad"}
 FILTERS = ["lzf.h5ad", "blosc_zstd_bitshuffle.h5ad", "bitshuffle_lz4.h5ad", "zstd.h5ad", "lz4.h5ad"]
-ZARR = {"plain.zarr": "plain.h5ad", "dense.zarr": "dense.h5ad", "codecs.zarr": "codecs.h5ad"}
+ZARR = {"plain.zarr": "plain.h5ad", "dense.zarr": "dense.h5ad", "codecs.zarr": "codecs.h5ad",
+        "v07.zarr": "v07.h5ad"}
 COMPRESSED = {"csr_f32.h5ad.gz": ("h5ad", "csr_f32"), "loompy3.loom.gz": ("loom", "loompy3")}
 # sci_rna_seq3 is left out: its annotation tables' string columns become categoricals whose
 # category order the oracle and the store do not yet agree on (see the issue note).
