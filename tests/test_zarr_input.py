@@ -151,6 +151,14 @@ def test_inspect_names_the_zarr_format(cfs):
     assert "consolidated" in ds["version"], ds
 
 
+def test_inspect_names_anndata_07_layout(cfs):
+    """The hand-made anndata 0.7 store (no root attributes, __categories) is labelled legacy."""
+    r = run_cfs(cfs, "inspect", "--json", src("v07"))
+    assert r.returncode == 0, describe(r)
+    ds = json.loads(r.stdout)["files"][0]
+    assert ds["format"] == "zarr" and ds["version"] == "anndata 0.7 (legacy), Zarr v2", ds
+
+
 def test_not_anndata_zarr_group_refused(cfs, tmp_path):
     import zarr
 
@@ -183,3 +191,50 @@ def test_truncated_chunk_and_outside_symlink_refused_clearly(cfs, tmp_path):
     r = run_cfs(cfs, "export", link, tmp_path / "out2")
     assert r.returncode != 0, describe(r)
     assert "obsm/X_pca/0.0 is a symlink leading out of the store" in r.stderr, r.stderr
+
+
+def with_uns_string_kinds(tmp_path, vlen_bytes):
+    """plain.zarr with uns arrays of every string encoding zarr-python writes: fixed-width
+    |S and <U, vlen-bytes, beside a bool array."""
+    import numcodecs
+    import numpy as np
+    import zarr
+
+    p = tmp_path / "in" / "kinds.zarr"
+    shutil.copytree(src("plain"), p)
+    g = zarr.open_group(str(p), mode="r+")
+    g.create_dataset("uns/fixed_s", data=np.array([b"ab", b"cde", b""], dtype="S3"))
+    g.create_dataset("uns/fixed_u", data=np.array(["ab", "cd\u00e9", ""], dtype="U3"))
+    vb = g.create_dataset("uns/vlen_bytes", shape=(len(vlen_bytes),), dtype=object,
+                          object_codec=numcodecs.VLenBytes())
+    vb[:] = np.array(vlen_bytes, dtype=object)
+    g.create_dataset("uns/flags", data=np.array([True, False, True]))
+    return p
+
+
+def test_every_string_encoding_reads_as_text(cfs, tmp_path):
+    """Fixed-width |S and <U and vlen-bytes arrays are served as the strings they hold (bytes
+    taken as UTF-8), the rest of the store as anndata reads it."""
+    p = with_uns_string_kinds(tmp_path, [b"x-y", "na\u00efve".encode()])
+    out = tmp_path / "out"
+    export(cfs, p, out)
+    want = ad.read_zarr(str(p))
+    assert want.uns["vlen_bytes"].tolist() == [b"x-y", "na\u00efve".encode()]   # anndata: bytes
+    store = ad.read_zarr(str(out / "kinds.zarr"))
+    assert store.uns["fixed_s"].tolist() == ["ab", "cde", ""]
+    assert store.uns["fixed_u"].tolist() == ["ab", "cd\u00e9", ""]
+    assert store.uns["vlen_bytes"].tolist() == ["x-y", "na\u00efve"]
+    assert store.uns["flags"].tolist() == [True, False, True]
+    for k in ("fixed_s", "fixed_u", "vlen_bytes", "flags"):
+        del store.uns[k], want.uns[k]
+    assert_adata_equal(store, want, dataset_id="kinds")
+
+
+def test_string_with_a_nul_byte_is_never_cut_short(cfs, tmp_path):
+    """A vlen-bytes value holding a NUL byte cannot be a string of the store: its chunk is
+    never served cut short at the NUL; the export fails naming the element and why."""
+    p = with_uns_string_kinds(tmp_path, [b"x\x00y", b"zz"])
+    r = run_cfs(cfs, "export", p, tmp_path / "out")
+    assert r.returncode != 0, describe(r)
+    assert "uns/vlen_bytes" in r.stderr and "NUL byte" in r.stderr, r.stderr
+    assert not (tmp_path / "out" / "kinds.zarr").exists()

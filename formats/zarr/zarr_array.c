@@ -72,6 +72,10 @@ static int split_vlen(const zr_arr *a, chunk *c, const char *key, cfs_err *err)
         if (c->len - at < l)
             return cfs_err_setc(err, CFS_EDAMAGED, "chunk %s is truncated (string %zu of %zu); "
                                 "re-write the store", key, i, n);
+        /* the model's strings are C strings: a NUL would cut the value short unseen */
+        if (memchr(c->data + at, 0, l))
+            return cfs_err_setc(err, CFS_EREFUSED, "string %zu of chunk %s holds a NUL byte, "
+                                "which a string of the store cannot carry", i, key);
         c->off[i] = at;
         c->ilen[i] = l;
         at += l;
