@@ -1,14 +1,17 @@
 """JavaScript clients of a mount: zarrita.js (the Zarr client of Vitessce and the Cellucid viewer)
 in Node and in headless Chromium, over HTTP from nginx on the mount.
 
-Every fixture folder (h5ad, loom, tenx, outs) is mounted and served with the tests' nginx (the
+Every fixture folder of a readable format (h5ad, loom, tenx, outs, zarr, zarr_v3_zip, mudata
+(whose stores are MuData stores: every modality under mod/), rds, mtx) is mounted and served with the tests' nginx (the
 README's CORS rules). tests/js/node_client.mjs opens every store through its consolidated
 metadata (.zmetadata, zarrita's withConsolidatedMetadata), opens every node listed there and reads
 every array's first and last chunk (zarr.get of the chunk's region, getChunk of the last chunk),
 and decodes categoricals (codes + categories), nullable columns (values + mask) and sparse
 matrices (indptr); all of it must equal zarr-python's reading of the same store on the mount
 (zarr.open_consolidated), with the typed array zarrita is documented to return for each dtype
-(int64 -> BigInt64Array, vlen-utf8 -> Array of strings, ...).
+(int64 -> BigInt64Array, vlen-utf8 -> Array of strings, ...). The hand-made Zarr v3 fixtures
+are also read by zarrita straight from their files (tests/js/read_v3_folder.mjs), against their
+v2 twins.
 
 In the browser, a page served by a second nginx (another origin) reads every h5ad store the same
 way from the mount's nginx, and checks byte ranges (a simple one, and a suffix one, which needs a
@@ -45,7 +48,7 @@ JS_DIR = Path(os.environ.get("CELLUCID_FS_JS_DIR") or str(REPO / "tests" / "js")
 LOCK = JS_DIR / "package-lock.json"
 NPM_PACKAGES = ("zarrita", "playwright-core", "esbuild", "@petamoriken/float16")
 NPM_FIX = "run `npm ci --prefix tests/js` (`bash setup.sh deps` does it)"
-FOLDERS = ("h5ad", "loom", "tenx", "outs")
+FOLDERS = ("h5ad", "loom", "tenx", "outs", "zarr", "zarr_v3_zip", "mudata", "rds", "mtx")
 NODE_TIMEOUT = float(os.environ.get("CELLUCID_FS_JS_TIMEOUT", "90"))
 
 # the typed array zarrita returns for each zarr v2 dtype (numpy kind + itemsize)
