@@ -8,6 +8,7 @@
 
 #include "format.h"
 #include "fuzz_file.h"
+#include "fuzz_read.h"
 
 static const cfs_format *rds_format(void)
 {
@@ -32,19 +33,6 @@ static void read_whole(const cfs_array *a)
     free(out);
 }
 
-static void read_elem(const cfs_elem *el)
-{
-    if (!el)
-        return;
-    read_whole(el->values);
-    read_whole(el->aux);
-    read_whole(el->indptr);
-    read_elem(el->index);
-    read_elem(el->categories);
-    for (size_t i = 0; i < el->nchildren; i++)
-        read_elem(el->children[i]);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const cfs_format *rds = rds_format();
@@ -55,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfs_dataset *ds = NULL;
     cfs_err err = {0};
     if (rds->open(path, &ds, &err) == 0) {
-        read_elem(ds->root);
+        fuzz_read_each(ds->root, read_whole);
         cfs_dataset_free(ds);
     }
     close(fd);
