@@ -204,24 +204,25 @@ void cfs_prepared_set_free_items(cfs_prepared_set *set)
     }
 }
 
-void cfs_prepared_report(const cfs_prepared *p, FILE *log)
+void cfs_prepared_report(const cfs_prepared *p, const char *shown, FILE *log)
 {
+    const char *name = shown ? shown : p->source;
     if (p->pending) {
         fprintf(log, "cellucid-fs: %s: decompressing into the cache; served when done\n",
-                p->source);
+                name);
         return;
     }
     if (p->refused) {
-        fprintf(log, "cellucid-fs: %s: refused: %s\n", p->source, p->refused);
+        fprintf(log, "cellucid-fs: %s: refused: %s\n", name, p->refused);
         return;
     }
     for (size_t i = 0; i < p->ds->nleftout; i++)
-        fprintf(log, "cellucid-fs: %s: left out %s: %s\n", p->source, p->ds->leftout[i].element,
+        fprintf(log, "cellucid-fs: %s: left out %s: %s\n", name, p->ds->leftout[i].element,
                 p->ds->leftout[i].reason);
     if (p->id_clashed)
         fprintf(log, "cellucid-fs: %s: id clash: another source has the same id, so this one is "
-                     "served as '%s'\n", p->source, p->id);
+                     "served as '%s'\n", name, p->id);
     if (!p->embedding)
-        fprintf(log, "cellucid-fs: %s: not in datasets.json: %s\n", p->source,
+        fprintf(log, "cellucid-fs: %s: not in datasets.json: %s\n", name,
                 p->ds->no_embedding_hint ? p->ds->no_embedding_hint : CFS_NO_EMBEDDING_ADVICE);
 }

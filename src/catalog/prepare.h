@@ -64,7 +64,9 @@ void cfs_prepared_refuse(cfs_prepared *p, const char *reason);
 void cfs_prepared_set_free(cfs_prepared_set *set);
 /* Frees what each item owns, not the item array. */
 void cfs_prepared_set_free_items(cfs_prepared_set *set);
-/* Writes the one-line reports (refused, left out, id clashes, not in catalog) to log. */
-void cfs_prepared_report(const cfs_prepared *p, FILE *log);
+/* Writes the one-line reports (refused, left out, id clashes, not in catalog) to log, naming
+ * the source as shown (NULL: its path): a mount's log names it relative to SRC, as status.json
+ * does, since both may be seen by those the stores are published to. */
+void cfs_prepared_report(const cfs_prepared *p, const char *shown, FILE *log);
 
 #endif

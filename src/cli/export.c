@@ -291,7 +291,7 @@ static int export_prepared(cfs_prepared_set *set, const cfs_options *opts, const
     for (size_t i = 0; i < set->n; i++) {
         if (set->items[i].ds)
             export_one(&set->items[i], opts, stage);
-        cfs_prepared_report(&set->items[i], log);
+        cfs_prepared_report(&set->items[i], NULL, log);
         refused |= set->items[i].refused != NULL;
     }
     if (write_catalog(set, stage, err) < 0 || publish(stage, out, err) < 0)

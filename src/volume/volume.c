@@ -264,6 +264,18 @@ static void note_stale(stale_names *s, const char *name)
     }
 }
 
+/* A source as status.json and the log show it: its path below SRC (status.json is served with the stores,
+ * to anyone: the folder's place on the machine is nobody's business), or SRC's own name when
+ * the source is SRC itself. */
+static const char *shown_source(const cfs_volume *v, const char *source)
+{
+    size_t n = strlen(v->src);
+    if (strncmp(source, v->src, n) == 0 && source[n] == '/' && source[n + 1])
+        return source + n + 1;
+    const char *slash = strrchr(v->src, '/');
+    return strcmp(source, v->src) == 0 && slash && slash[1] ? slash + 1 : source;
+}
+
 /* Under the lock: takes a freshly opened version in as a new live entry. Its version is the
  * stat taken before opening: a file changed during the open then differs at the next pass. */
 static int adopt(cfs_volume *v, cfs_prepared *p, const struct stat *before, stale_names *stale)
@@ -289,7 +301,7 @@ static int adopt(cfs_volume *v, cfs_prepared *p, const struct stat *before, stal
     }
     if (e->store && !(e->identity = identity_of(&e->p, &v->opts, &e->version)))
         return -1;
-    cfs_prepared_report(&e->p, v->log);
+    cfs_prepared_report(&e->p, shown_source(v, e->p.source), v->log);
     if (e->store) {
         if (add_store(v, idx, e->p.id) < 0)
             return -1;
@@ -887,18 +899,6 @@ int cfs_volume_readdir(cfs_volume *v, uint64_t ino, uint64_t from,
     }
     pthread_mutex_unlock(&v->lock);
     return 0;
-}
-
-/* A source as status.json shows it: its path below SRC (status.json is served with the stores,
- * to anyone: the folder's place on the machine is nobody's business), or SRC's own name when
- * the source is SRC itself. */
-static const char *shown_source(const cfs_volume *v, const char *source)
-{
-    size_t n = strlen(v->src);
-    if (strncmp(source, v->src, n) == 0 && source[n] == '/' && source[n + 1])
-        return source + n + 1;
-    const char *slash = strrchr(v->src, '/');
-    return strcmp(source, v->src) == 0 && slash && slash[1] ? slash + 1 : source;
 }
 
 /* A source whose reader worker was lost: what happened, for status.json. */
