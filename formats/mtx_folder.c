@@ -79,10 +79,11 @@ static const layout layouts[] = {
 };
 #define NLAYOUTS (sizeof layouts / sizeof layouts[0])
 
-static bool is_file(const char *path)
+/* A file the matrix's folder holds: a symlink leading out of the folder is not followed. */
+static bool is_file_in(const char *dir, const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && cfs_path_inside(path, dir);
 }
 
 /* dir/<prefix><name>[.gz]: the path of the one that exists (plain first), or NULL; *found
@@ -98,7 +99,7 @@ static char *sidecar(const char *dir, const char *prefix, const char *name, bool
             *found = true;
             return NULL;
         }
-        if (is_file(p)) {
+        if (is_file_in(dir, p)) {
             *found = true;
             return p;
         }
@@ -175,7 +176,7 @@ static int folder_matrix(const char *dir, char **name)
         return 0;
     }
     char *p = cfs_path_join(dir, *name);
-    bool ok = p && is_file(p);
+    bool ok = p && is_file_in(dir, p);
     free(p);
     if (!ok) {
         free(*name);
@@ -381,7 +382,7 @@ static int find_csvs(const char *dir, const char *name, const found_files *f, cf
         char *an = cfs_path_join(dir, "analysis");
         struct stat st;
         int rc = !an ? -1 : stat(an, &st) == 0 && S_ISDIR(st.st_mode)
-                                ? cfs_analysis_walk(a, an, "analysis") : 0;
+                                ? cfs_analysis_walk(a, an, "analysis", dir) : 0;
         free(an);
         if (rc < 0)
             return -1;
@@ -398,7 +399,7 @@ static int find_csvs(const char *dir, const char *name, const found_files *f, cf
         char *p = cfs_path_join(dir, e);
         if (!p)
             rc = -1;
-        else if (is_file(p) && strcmp(p, f->cells) != 0 && strcmp(p, f->genes) != 0)
+        else if (is_file_in(dir, p) && strcmp(p, f->cells) != 0 && strcmp(p, f->genes) != 0)
             rc = cfs_analysis_add(a, p, e);
         free(p);
     }

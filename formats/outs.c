@@ -290,6 +290,15 @@ static void mex_files_free(mex_files *f)
     free(f->barcodes_rel);
 }
 
+/* Nothing is read outside the folder given: a file of it that is a symlink leading out (or in
+ * a folder that is one) refuses the folder rather than serve what lies elsewhere. */
+static int leads_out(const char *rel, cfs_err *err)
+{
+    return cfs_err_setc(err, CFS_EREFUSED, "%s is a symlink leading out of the folder, and "
+                        "nothing outside it is read; copy the file into the folder, or mount "
+                        "the folder it leads to", rel);
+}
+
 static int mex_pick(const outs_matrix *mx, const char *const *names, char **path, char **rel)
 {
     const char *name = first_file(mx->dir, names);
@@ -328,6 +337,11 @@ static int open_mex(const char *path, const outs_matrix *mx, cfs_dataset **out, 
 {
     mex_files f;
     int rc = mex_locate(mx, &f, err);
+    const char *const files[] = {f.matrix, f.features, f.barcodes};
+    const char *const rels[] = {f.matrix_rel, f.features_rel, f.barcodes_rel};
+    for (size_t i = 0; rc == 0 && i < 3; i++)
+        if (!cfs_path_inside(files[i], path))
+            rc = leads_out(rels[i], err);
     if (rc == 0) {
         cfs_mex_spec spec = {
             .matrix = {f.matrix, f.matrix_rel},
@@ -588,8 +602,8 @@ static void version_from_paths(const cfs_analysis *a, version_hints *vh)
     }
 }
 
-static int attach_analysis(cfs_dataset *ds, const outs_matrix *mx, version_hints *vh,
-                           bool *have_analysis, cfs_err *err)
+static int attach_analysis(cfs_dataset *ds, const char *path, const outs_matrix *mx,
+                           version_hints *vh, bool *have_analysis, cfs_err *err)
 {
     *have_analysis = false;
     char *dir = cfs_path_join(mx->base, "analysis");
@@ -607,7 +621,7 @@ static int attach_analysis(cfs_dataset *ds, const outs_matrix *mx, version_hints
     }
     *have_analysis = true;
     cfs_analysis a = {0};
-    int rc = cfs_analysis_walk(&a, dir, rel) < 0 ? cfs_err_oom(err) : 0;
+    int rc = cfs_analysis_walk(&a, dir, rel, path) < 0 ? cfs_err_oom(err) : 0;
     version_from_paths(&a, vh);
     char **names = NULL;
     cfs_strset *map = NULL;
@@ -681,8 +695,10 @@ static int outs_open(const char *path, cfs_dataset **out, cfs_err *err)
                            "(filtered_feature_bc_matrix.h5 or a filtered_feature_bc_matrix/ "
                            "folder); open the run's outs/ folder");
     cfs_dataset *ds = NULL;
-    int rc;
-    if (mx.kind == MX_H5) {
+    int rc = 0;
+    if (!cfs_path_inside(mx.dir, path))
+        rc = leads_out(mx.rel, err);
+    else if (mx.kind == MX_H5) {
         rc = cfs_tenx_open(mx.dir, &ds, err);
         if (rc < 0) {
             cfs_err_prefix(err, "%s", mx.rel);
@@ -701,7 +717,7 @@ static int outs_open(const char *path, cfs_dataset **out, cfs_err *err)
     version_hints vh = {0};
     bool have_analysis = false;
     if (rc == 0)
-        rc = attach_analysis(ds, &mx, &vh, &have_analysis, err);
+        rc = attach_analysis(ds, path, &mx, &vh, &have_analysis, err);
     if (rc == 0 && set_version(ds, &mx, &vh, have_analysis) < 0)
         rc = cfs_err_oom(err);
     const char *hint = !have_analysis ? NO_ANALYSIS

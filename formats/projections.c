@@ -95,7 +95,7 @@ static int walk(cfs_analysis *a, const char *abs, const char *rel, const char **
                 rc = walk(a, p, r, stack, depth + 1);
             }
         } else if ((strcmp(name, "projection.csv") == 0 || strcmp(name, "clusters.csv") == 0) &&
-                   stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+                   stat(p, &st) == 0 && S_ISREG(st.st_mode) && cfs_path_inside(p, a->root)) {
             bool oom;
             cfs_analysis_csv *c = push(a, &oom);
             if (oom)
@@ -120,10 +120,15 @@ static int walk(cfs_analysis *a, const char *abs, const char *rel, const char **
     return rc;
 }
 
-int cfs_analysis_walk(cfs_analysis *a, const char *dir, const char *rel)
+int cfs_analysis_walk(cfs_analysis *a, const char *dir, const char *rel, const char *root)
 {
     const char *stack[WALK_MAX_DEPTH];
-    return walk(a, dir, rel, stack, 0);
+    if (!cfs_path_inside(dir, root))
+        return 0;
+    a->root = root;
+    int rc = walk(a, dir, rel, stack, 0);
+    a->root = NULL;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */

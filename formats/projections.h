@@ -50,14 +50,16 @@ typedef struct cfs_analysis {
     cfs_analysis_csv *v;
     size_t n, cap;
     bool truncated;    /* more than CFS_ANALYSIS_MAX_FILES were found */
+    const char *root;  /* during a walk: what a CSV must lie inside */
 } cfs_analysis;
 
 void cfs_analysis_free(cfs_analysis *a);
 
 /* Appends every projection.csv and clusters.csv below dir (rel: its name in messages, e.g.
  * "outs/analysis"), in name order, not following symlinked folders. An unreadable folder holds
- * nothing. -1 on allocation failure. */
-int cfs_analysis_walk(cfs_analysis *a, const char *dir, const char *rel);
+ * nothing, and so does what lies outside root (the input's folder) once symlinks are resolved.
+ * -1 on allocation failure. */
+int cfs_analysis_walk(cfs_analysis *a, const char *dir, const char *rel, const char *root);
 
 /* Appends a candidate projection CSV (copies path and rel). -1 on allocation failure. */
 int cfs_analysis_add(cfs_analysis *a, const char *path, const char *rel);

@@ -5,6 +5,7 @@
 #include "path.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,4 +75,15 @@ void cfs_path_list_free(char **names, size_t n)
     for (size_t i = 0; i < n; i++)
         free(names[i]);
     free(names);
+}
+
+int cfs_path_inside(const char *path, const char *root)
+{
+    char rp[PATH_MAX], rs[PATH_MAX];
+    if (!realpath(path, rp) || !realpath(root, rs))
+        return 0;
+    size_t n = strlen(rs);
+    if (n == 1)
+        return 1;
+    return strncmp(rp, rs, n) == 0 && (rp[n] == '\0' || rp[n] == '/');
 }

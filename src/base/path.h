@@ -18,4 +18,9 @@ char *cfs_path_join(const char *a, const char *b);
 int cfs_path_list(const char *dir, char ***names, size_t *n);
 void cfs_path_list_free(char **names, size_t n);
 
+/* 1 if path, all symlinks resolved, is root or lies below it (root resolved too); 0 if not or
+ * if either cannot be resolved. What keeps a reader inside the folder it was given: nothing is
+ * read through a symlink leading out of it. */
+int cfs_path_inside(const char *path, const char *root);
+
 #endif

@@ -17,17 +17,6 @@ static int compare_paths(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int cfs_path_inside(const char *path, const char *src)
-{
-    char rp[PATH_MAX], rs[PATH_MAX];
-    if (!realpath(path, rp) || !realpath(src, rs))
-        return 0;
-    size_t n = strlen(rs);
-    if (n == 1)
-        return 1;
-    return strncmp(rp, rs, n) == 0 && (rp[n] == '\0' || rp[n] == '/');
-}
-
 static int push(cfs_source_list *out, const char *path)
 {
     char **grown = realloc(out->paths, (out->n + 1) * sizeof *grown);

@@ -20,7 +20,4 @@ typedef struct cfs_source_list {
  */
 int cfs_sources_list(const char *src, cfs_source_list *out, cfs_err *err);
 void cfs_sources_free(cfs_source_list *list);
-/* True if path (resolved) is src or lies below it. */
-int cfs_path_inside(const char *path, const char *src);
-
 #endif
