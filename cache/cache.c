@@ -22,6 +22,15 @@ typedef struct flight {
     int done;
 } flight;
 
+/* LRU touches waiting to be written: one transaction for many, instead of a write to the index
+ * on every hit. A crash loses at most these, which only makes the LRU order a little stale. */
+enum { TOUCH_BATCH = 512 };
+
+typedef struct touch {
+    int64_t id;
+    uint64_t used;
+} touch;
+
 struct cfs_cache {
     char *dir;
     uint64_t max_bytes;
@@ -34,7 +43,12 @@ struct cfs_cache {
     pthread_cond_t landed;
     flight *flights;
     cfs_cache_stats stats;
+    sqlite3_stmt *find_st, *touch_st;
+    touch touches[TOUCH_BATCH];
+    size_t ntouches;
 };
+
+static void flush_touches(cfs_cache *c);
 
 static int db_exec(cfs_cache *c, const char *sql, cfs_err *err)
 {
@@ -172,6 +186,14 @@ cfs_cache *cfs_cache_open(const char *dir, uint64_t max_bytes, cfs_err *err)
         cfs_cache_close(c);
         return NULL;
     }
+    if (sqlite3_prepare_v2(c->db, "SELECT id, size FROM entries WHERE key = ?", -1, &c->find_st,
+                           NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(c->db, "UPDATE entries SET used = ? WHERE id = ?", -1, &c->touch_st,
+                           NULL) != SQLITE_OK) {
+        cfs_err_set(err, "%s: cache index: %s", path, sqlite3_errmsg(c->db));
+        cfs_cache_close(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -179,34 +201,52 @@ void cfs_cache_close(cfs_cache *c)
 {
     if (!c)
         return;
-    if (c->db)
+    if (c->db) {
+        flush_touches(c);
+        sqlite3_finalize(c->find_st);
+        sqlite3_finalize(c->touch_st);
         sqlite3_close(c->db);
+    }
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->landed);
     free(c->dir);
     free(c);
 }
 
+/* Under the lock: writes the touches held back, in one transaction. */
+static void flush_touches(cfs_cache *c)
+{
+    if (c->ntouches == 0 || !c->touch_st)
+        return;
+    bool begun = sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    for (size_t i = 0; i < c->ntouches; i++) {
+        sqlite3_bind_int64(c->touch_st, 1, (sqlite3_int64)c->touches[i].used);
+        sqlite3_bind_int64(c->touch_st, 2, c->touches[i].id);
+        sqlite3_step(c->touch_st);
+        sqlite3_reset(c->touch_st);
+    }
+    if (begun)
+        sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    c->ntouches = 0;
+}
+
 /* Under the lock: the entry's id and size, touching its LRU time. */
 static int find(cfs_cache *c, const void *key, size_t key_len, int64_t *id, int64_t *size)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(c->db, "SELECT id, size FROM entries WHERE key = ?", -1, &st, NULL) !=
-        SQLITE_OK)
-        return -1;
+    sqlite3_stmt *st = c->find_st;
     sqlite3_bind_blob(st, 1, key, (int)key_len, SQLITE_STATIC);
     int found = sqlite3_step(st) == SQLITE_ROW;
     if (found) {
         *id = sqlite3_column_int64(st, 0);
         *size = sqlite3_column_int64(st, 1);
     }
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
     if (!found)
         return -1;
-    char sql[96];
-    snprintf(sql, sizeof sql, "UPDATE entries SET used = %llu WHERE id = %lld",
-             (unsigned long long)++c->clock, (long long)*id);
-    sqlite3_exec(c->db, sql, NULL, NULL, NULL);
+    if (c->ntouches == TOUCH_BATCH)
+        flush_touches(c);
+    c->touches[c->ntouches++] = (touch){*id, ++c->clock};
     return 0;
 }
 
@@ -260,6 +300,8 @@ static bool make_room(cfs_cache *c, uint64_t need)
 {
     if (need > c->max_bytes || c->reserved + c->work > c->max_bytes - need)
         return false;
+    if (c->used + c->reserved + c->work + need > c->max_bytes)
+        flush_touches(c);     /* the victims are chosen by the true order */
     while (c->used + c->reserved + c->work + need > c->max_bytes) {
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(c->db, "SELECT id, size FROM entries ORDER BY used LIMIT 1", -1,
