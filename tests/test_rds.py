@@ -16,8 +16,11 @@ import bz2
 import gzip
 import json
 import lzma
+import os
 import shutil
 import subprocess
+import time
+from pathlib import Path
 
 import anndata as ad
 import numpy as np
@@ -35,6 +38,7 @@ from conftest import (
     left_out_lines,
     refused_lines,
     run_cfs,
+    tree_bytes,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -301,7 +305,8 @@ def test_export_equals_r(file, cfs, tmp_path):
 ])
 def test_compressed_copies(name, make, cfs, tmp_path):
     """R's bytes of seurat.rds uncompressed, gzip'ed again, or bzip2'ed; and seurat.RData as
-    .rda.xz: read as they are (no decompressed copy), each equal to R's reading."""
+    .rda.xz: each equal to R's reading (a compressed one read from its decompressed copy in the
+    export's work folder, which goes with it)."""
     src = tmp_path / "src"
     src.mkdir()
     gz = (RDS / "seurat.rds").read_bytes()
@@ -315,7 +320,7 @@ def test_compressed_copies(name, make, cfs, tmp_path):
     ds_id = name.split(".")[0]
     check_store(out / f"{ds_id}.zarr", file, ds_id)
     assert_catalog(out, [ds_id])
-    assert "decompress" not in r.stderr, describe(r)
+    assert not list(tmp_path.glob(".*work*")), "the work folder (and the copy) was left"
 
 
 def _uncompressed(data):
@@ -374,6 +379,104 @@ def test_native_binary_in_place_equals_r(file, cfs, tmp_path, monkeypatch):
     check_store(out / f"{ALL[file]['id']}.zarr", file)
 
 
+# ---- large objects: memory bounded, the mount's background open ----
+
+BIG_CELLS, BIG_GENES = 40000, 2000
+
+
+@pytest.fixture(scope="module")
+def big_seurat(tmp_path_factory):
+    """A 40,000-cell Seurat object (4 million non-zeros in counts and data, pca and umap;
+    about 110 MB uncompressed, 40 MB as saveRDS writes it), written by R at test time with
+    tests/fixtures/make_big_seurat.R, and R's reading of it (cells.csv, genes.csv)."""
+    if not shutil.which("Rscript"):
+        pytest.skip("Rscript with SeuratObject is not installed (apt-get install r-cran-seurat)")
+    d = tmp_path_factory.mktemp("big_seurat")
+    subprocess.run(["Rscript", str(FIXTURES_DIR / "make_big_seurat.R"), str(d / "big.rds"),
+                    str(BIG_CELLS), str(BIG_GENES), str(d / "oracle")], check=True,
+                   capture_output=True, timeout=600)
+    return d / "big.rds", d / "oracle"
+
+
+def check_big_store(store, oracle_dir):
+    """The store against R's reading: every cell's and gene's sums of counts and data, the
+    cluster factor, the score column and the embeddings' columns, value for value."""
+    a = ad.read_zarr(str(store))
+    cells = pd.read_csv(oracle_dir / "cells.csv", dtype=str).set_index("name")
+    genes = pd.read_csv(oracle_dir / "genes.csv", dtype=str).set_index("name")
+    num = lambda col: col.astype(float).to_numpy()
+    assert a.shape == (len(cells), len(genes))
+    order = pd.Index(a.obs_names).get_indexer(cells.index)
+    assert (order >= 0).all()
+    gorder = pd.Index(a.var_names).get_indexer(genes.index)
+    assert (gorder >= 0).all()
+    x, counts = a.X.tocsr(), a.layers["counts"].tocsr()
+    np.testing.assert_allclose(np.asarray(counts.sum(axis=1)).ravel()[order], num(cells["counts"]),
+                               rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(x.sum(axis=1)).ravel()[order], num(cells["data"]),
+                               rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(counts.sum(axis=0)).ravel()[gorder], num(genes["counts"]),
+                               rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(x.sum(axis=0)).ravel()[gorder], num(genes["data"]),
+                               rtol=1e-12)
+    assert list(a.obs["cluster"].cat.categories) == ["B", "T", "NK", "unused"]
+    assert list(a.obs["cluster"].astype(str).to_numpy()[order]) == list(cells["cluster"])
+    assert np.array_equal(a.obs["score"].to_numpy()[order], num(cells["score"]))
+    for key, col, want in [("X_pca", 0, "PC_1"), ("X_pca", 29, "PC_30"), ("X_umap", 0, "UMAP_1"),
+                           ("X_umap", 1, "UMAP_2")]:
+        assert np.array_equal(a.obsm[key][order, col], num(cells[want])), key
+
+
+def _peak_rss(argv):
+    """Runs argv; its exit code, and the peak resident memory (VmHWM, bytes) of it and of each
+    process it started, polled from /proc while they run (a reader worker exits with it)."""
+    p = subprocess.Popen([str(a) for a in argv], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    peak = {}
+
+    def children(pid):
+        out = []
+        for t in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []:
+            try:
+                out += [int(c) for c in open(f"/proc/{pid}/task/{t}/children").read().split()]
+            except OSError:
+                pass
+        return out
+
+    while p.poll() is None:
+        todo = [p.pid]
+        while todo:
+            pid = todo.pop()
+            todo += children(pid)
+            try:
+                for line in open(f"/proc/{pid}/status"):
+                    if line.startswith("VmHWM"):
+                        peak[pid] = max(peak.get(pid, 0), int(line.split()[1]) * 1024)
+            except OSError:
+                pass
+        time.sleep(0.01)
+    stderr = p.stderr.read().decode(errors="replace")
+    return p.returncode, peak, stderr
+
+
+def test_big_object_opens_in_bounded_memory(cfs, big_seurat, tmp_path):
+    """The saveRDS (gzip) of a 40,000-cell object: export reads it from its decompressed copy
+    in the work folder, its large vectors read in place there, so the reader worker's peak
+    memory stays well below the vectors it serves (what holding them would take), and the store
+    equals R's reading. The copy is gone after the export."""
+    rds, oracle_dir = big_seurat
+    raw = len(_uncompressed(rds.read_bytes()))
+    out = tmp_path / "out"
+    rc, peak, stderr = _peak_rss([cfs, "export", "-o", "memory=64M", rds, out])
+    assert rc == 0, stderr
+    assert not refused_lines(stderr) and not left_out_lines(stderr), stderr
+    assert len(peak) >= 2, f"no reader worker was seen: {peak}"
+    worker = max(v for pid, v in peak.items() if pid != min(peak))
+    assert worker < raw / 2, f"the reader's peak {worker >> 20} MiB for {raw >> 20} MiB of vectors"
+    check_big_store(out / "big.zarr", oracle_dir)
+    assert not list(tmp_path.glob(".*work*")), "the work folder (and the copy) was left"
+
+
 def test_inspect_says_what_it_is(cfs):
     r = run_cfs(cfs, "inspect", "--json", RDS / "seurat_v5.rds", RDS / "sce.rds")
     assert r.returncode == 0, describe(r)
@@ -381,6 +484,19 @@ def test_inspect_says_what_it_is(cfs):
     assert [d["format"] for d in docs] == ["rds", "rds"], docs
     text = json.dumps(docs)
     assert "SeuratObject 5.0.1, Assay5" in text and "SingleCellExperiment 1.20.0" in text, text
+
+
+def wait_opened(m, timeout=60):
+    """Waits until no source of the mount is working (R sources open in the background);
+    returns the sources of status.json by file name."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = {Path(s["source"]).name: s for s in m.status()["sources"]}
+        if all(s["state"] != "working" for s in status.values()):
+            return status
+        if time.monotonic() > deadline:
+            pytest.fail(f"sources still working after {timeout} s: {status}", pytrace=False)
+        time.sleep(0.1)
 
 
 def test_mounted_equals_r(cfs, mounts, tmp_path):
@@ -392,6 +508,7 @@ def test_mounted_equals_r(cfs, mounts, tmp_path):
     for f in files:
         shutil.copy(RDS / f, src / f)
     m = mounts(src)
+    wait_opened(m)
     for f in files[:-1]:
         check_store(m.mnt / f"{ALL[f]['id']}.zarr", f)
     cat = json.loads((m.mnt / "datasets.json").read_text())

@@ -232,5 +232,6 @@ const cfs_format cfs_format_rds = {
     .summary = "R objects (Seurat and SingleCellExperiment in .rds, .rda, .RData)",
     .extensions = rds_extensions,
     .probe = rds_probe,
+    .reads_whole = true,
     .open = rds_open,
 };

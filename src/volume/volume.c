@@ -578,7 +578,7 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
             cfs_err_oom(err);
             return NULL;
         }
-        v->opts.unpack = (cfs_unpacker){volume_unpack, v};
+        v->opts.unpack = (cfs_unpacker){.copy = volume_unpack, .ctx = v};
         cfs_copies_set_cache(v->copies, cache);
     }
     if (build(v, err) < 0) {
