@@ -44,9 +44,9 @@ typedef struct cfs_format {
     int (*peek_probe)(const unsigned char *head, size_t len);
     /* Optional: its open reads the whole input (R's serialized stream has no index), keeping
      * large values where they lie in a plain file. A compressed input it bids on is opened from
-     * its decompressed copy where the front end makes one (cfs_format_reads_whole). Its probe
-     * must read only the probe input's bytes (it is asked in the daemon, outside the reader
-     * workers). */
+     * its decompressed copy where the front end makes one (cfs_format_reads_whole), and the
+     * mount opens its inputs in the background. Its probe must read only the probe input's
+     * bytes (it is asked in the daemon, outside the reader workers). */
     bool reads_whole;
     /* Builds the model. On refusal returns -1 with a one-line reason in err (what is wrong and
      * what to do; the caller prefixes the file name). The registry sets ds->format. */

@@ -477,6 +477,49 @@ def test_big_object_opens_in_bounded_memory(cfs, big_seurat, tmp_path):
     assert not list(tmp_path.glob(".*work*")), "the work folder (and the copy) was left"
 
 
+def test_mount_opens_r_sources_in_background(cfs, mounts, big_seurat, tmp_path):
+    """A folder of R sources and an h5ad, mounted: the R sources open in the background
+    (status.json shows them working while the h5ad is served), then each store equals its
+    export. A compressed R source is read from its decompressed copy in the cache's unpacked/
+    (every layer peeled: a .rds.gz of a gzip .rds too), counted against cache_size; an
+    uncompressed one is read in place, with no copy."""
+    rds, oracle_dir = big_seurat
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(rds, src / "big.rds")
+    gz = (RDS / "seurat.rds").read_bytes()
+    (src / "twice.rds.gz").write_bytes(gzip.compress(gz))
+    (src / "plain.rds").write_bytes(gzip.decompress(gz))
+    shutil.copy(FIXTURES_DIR / "h5ad" / "csr_f32.h5ad", src / "cells.h5ad")
+    cache = tmp_path / "cache"
+    m = mounts(src, cache=cache)
+    first = {Path(s["source"]).name: s for s in m.status()["sources"]}
+    assert first["big.rds"]["state"] == "working", first["big.rds"]
+    assert first["big.rds"]["progress"]["element"] in ("opening", "decompressing"), first
+    assert first["cells.h5ad"]["state"] == "ready", first["cells.h5ad"]
+    h5 = ad.read_zarr(str(m.mnt / "cells.zarr"))     # served meanwhile
+    assert h5.n_obs > 0
+    status = m.wait_opened(timeout=300)
+    assert {k: v["state"] for k, v in status.items()} == {
+        "big.rds": "ready", "twice.rds.gz": "ready", "plain.rds": "ready", "cells.h5ad": "ready"}
+    copies = sorted((cache / "unpacked").iterdir())
+    assert len(copies) == 2 and all(p.suffix == ".copy" for p in copies), copies
+    assert all(p.read_bytes()[:2] == b"X\n" for p in copies), "a copy is still compressed"
+    sizes = sum(p.stat().st_size for p in copies)
+    assert sizes == len(_uncompressed(rds.read_bytes())) + len(gzip.decompress(gz))
+    work = m.status()["cache"]["work_bytes"]
+    assert work >= sizes, f"the copies ({sizes} bytes) are not counted ({work})"
+    check_big_store(m.mnt / "big.zarr", oracle_dir)
+    check_store(m.mnt / "twice.zarr", "seurat.rds", "twice")
+    check_store(m.mnt / "plain.zarr", "seurat.rds", "plain")
+    out = tmp_path / "out"
+    export(cfs, src, out)
+    for ds in ("big", "twice", "plain", "cells"):
+        a, b = tree_bytes(m.mnt / f"{ds}.zarr"), tree_bytes(out / f"{ds}.zarr")
+        assert sorted(a) == sorted(b), ds
+        assert [k for k in a if a[k] != b[k]] == [], f"{ds}: the mounted store differs"
+
+
 def test_inspect_says_what_it_is(cfs):
     r = run_cfs(cfs, "inspect", "--json", RDS / "seurat_v5.rds", RDS / "sce.rds")
     assert r.returncode == 0, describe(r)
@@ -484,19 +527,6 @@ def test_inspect_says_what_it_is(cfs):
     assert [d["format"] for d in docs] == ["rds", "rds"], docs
     text = json.dumps(docs)
     assert "SeuratObject 5.0.1, Assay5" in text and "SingleCellExperiment 1.20.0" in text, text
-
-
-def wait_opened(m, timeout=60):
-    """Waits until no source of the mount is working (R sources open in the background);
-    returns the sources of status.json by file name."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = {Path(s["source"]).name: s for s in m.status()["sources"]}
-        if all(s["state"] != "working" for s in status.values()):
-            return status
-        if time.monotonic() > deadline:
-            pytest.fail(f"sources still working after {timeout} s: {status}", pytrace=False)
-        time.sleep(0.1)
 
 
 def test_mounted_equals_r(cfs, mounts, tmp_path):
@@ -508,7 +538,7 @@ def test_mounted_equals_r(cfs, mounts, tmp_path):
     for f in files:
         shutil.copy(RDS / f, src / f)
     m = mounts(src)
-    wait_opened(m)
+    m.wait_opened()
     for f in files[:-1]:
         check_store(m.mnt / f"{ALL[f]['id']}.zarr", f)
     cat = json.loads((m.mnt / "datasets.json").read_text())

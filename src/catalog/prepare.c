@@ -46,13 +46,18 @@ static int open_copy(cfs_prepared *p, const cfs_options *opts, const char *codec
 /* Opens the source, or its decompressed copy where the front end makes one: for a compressed
  * copy a format reads only from disk, and for a compressed input of a format that reads its
  * whole input at open (R's stream: from a plain file it leaves the large vectors where they lie
- * instead of holding them in memory). */
+ * instead of holding them in memory). The latter may wait to be opened in the background. */
 static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
 {
     const char *codec = NULL;
     cfs_isolation iso = cfs_options_isolation(opts);
-    if (opts->unpack.copy && cfs_format_reads_whole(p->source, &codec) && codec)
-        return open_copy(p, opts, codec, &iso, err);
+    if (opts->unpack.copy && cfs_format_reads_whole(p->source, &codec)) {
+        if (opts->unpack.defer && opts->unpack.defer(opts->unpack.ctx, p->source))
+            return cfs_err_setc(err, CFS_ERETRY, "opened in the background once the mount is "
+                                "up");
+        if (codec)
+            return open_copy(p, opts, codec, &iso, err);
+    }
     /* Most sources open as they are: only a refused one is probed again for a compressed copy,
      * so the usual open reads the file's head once. */
     if (cfs_isolated_open(p->source, &iso, &p->ds, &p->damage, err) == 0)
@@ -220,8 +225,8 @@ void cfs_prepared_report(const cfs_prepared *p, const char *shown, FILE *log)
 {
     const char *name = shown ? shown : p->source;
     if (p->pending) {
-        fprintf(log, "cellucid-fs: %s: decompressing into the cache; served when done\n",
-                name);
+        fprintf(log, "cellucid-fs: %s: opened in the background (decompressed into the cache "
+                "first if compressed); served when done\n", name);
         return;
     }
     if (p->refused) {
