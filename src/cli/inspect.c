@@ -158,8 +158,6 @@ static json_t *describe(const cfs_dataset *ds)
     return doc;
 }
 
-/* A compressed copy a format reads only from disk is decompressed into a temporary folder,
- * removed again by close_input. */
 /* Read in a worker, as mount and export do (docs/design.md §2.4): a file that crashes its
  * reader is reported, not the end of inspect. */
 static int open_isolated(const char *path, cfs_dataset **ds, cfs_err *err)
@@ -170,11 +168,16 @@ static int open_isolated(const char *path, cfs_dataset **ds, cfs_err *err)
     return cfs_isolated_open(path, &iso, ds, NULL, err);
 }
 
+/* A compressed copy a format reads only from disk, or a compressed input of a format that
+ * reads it whole (R's), is decompressed into a temporary folder, removed again by close_input. */
 static int open_input(const char *path, cfs_dataset **ds, char *tmpdir, size_t len, cfs_err *err)
 {
     const char *codec = NULL;
     tmpdir[0] = '\0';
-    if (!cfs_format_needs_unpack(path, &codec))
+    /* a compressed R file too: from its copy, its large vectors are not held in memory */
+    bool from_copy = (cfs_format_reads_whole(path, &codec) && codec) ||
+                     cfs_format_needs_unpack(path, &codec);
+    if (!from_copy)
         return open_isolated(path, ds, err);
     const char *tmp = getenv("TMPDIR");
     snprintf(tmpdir, len, "%s/cellucid-fs-inspect-XXXXXX", tmp && *tmp ? tmp : "/tmp");

@@ -549,6 +549,15 @@ static int volume_unpack(void *ctx, const char *source, const char *codec, cfs_p
     return cfs_copies_get(v->copies, source, codec, progress, path, err);
 }
 
+/* R sources read their whole file at open: until the mount is up (the cache is set after the
+ * daemon forks), they wait to be opened in the background, as copies do. */
+static bool volume_defer(void *ctx, const char *source)
+{
+    (void)source;
+    const cfs_volume *v = ctx;
+    return v->cache == NULL;
+}
+
 cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache *cache,
                             const char *workdir, const char *unpacked_dir, FILE *log, cfs_err *err)
 {
@@ -578,7 +587,7 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
             cfs_err_oom(err);
             return NULL;
         }
-        v->opts.unpack = (cfs_unpacker){volume_unpack, v};
+        v->opts.unpack = (cfs_unpacker){.copy = volume_unpack, .defer = volume_defer, .ctx = v};
         cfs_copies_set_cache(v->copies, cache);
     }
     if (build(v, err) < 0) {
@@ -934,7 +943,7 @@ static char *status_text(cfs_volume *v)
         bool working = !p->refused && cfs_progress_get(p->progress, element, sizeof element,
                                                        &fraction);
         if (p->pending && !working) {
-            snprintf(element, sizeof element, "decompressing");
+            snprintf(element, sizeof element, "opening");
             working = true;
         }
         cfs_reader_fault damage = p->damage;
