@@ -973,14 +973,15 @@ static char *status_text(cfs_volume *v)
     pthread_mutex_unlock(&v->lock);
     cfs_cache_stats cs;
     cfs_cache_stats_get(v->cache, &cs);
-    json_t *doc = json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "sources",
-                            list, "cache", "hits", (json_int_t)cs.hits, "misses",
+    json_t *doc = json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+                            "sources", list, "cache", "hits", (json_int_t)cs.hits, "misses",
                             (json_int_t)cs.misses, "produced", (json_int_t)cs.produced,
                             "evicted", (json_int_t)cs.evicted, "bytes", (json_int_t)cs.bytes,
                             "entries", (json_int_t)cs.entries, "work_bytes",
                             (json_int_t)cs.work_bytes, "work_dropped",
                             (json_int_t)cfs_space_dropped(v->work_space), "max_bytes",
-                            (json_int_t)cs.max_bytes);
+                            (json_int_t)cs.max_bytes, "store_failures",
+                            (json_int_t)cs.store_failures, "dropped", (json_int_t)cs.dropped);
     char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(doc);
     return text;
