@@ -158,8 +158,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         return;
     }
     if (rc < 0) {
-        if (rc == -EIO)
-            fprintf(stderr, "cellucid-fs: %s: %s\n", name, err.msg);
+        if (rc == -EIO)     /* the volume's message names the file */
+            fprintf(stderr, "cellucid-fs: %s\n", err.msg);
         fuse_reply_err(req, -rc);
         return;
     }
