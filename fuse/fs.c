@@ -27,7 +27,7 @@
 
 enum { LONG_TIMEOUT = 86400 };
 
-/* The status document as the kernel was last told it is (at lookup or getattr): the reads that
+/* The status document as the kernel was last told it is (rendered at a lookup): the reads that
  * follow must get bytes of exactly that size, and its mtime (so nginx's ETag) moves whenever
  * its bytes do. */
 typedef struct status_doc {
@@ -121,6 +121,24 @@ static void status_refresh(mount_state *s, cfs_vattr *a)
     cfs_buf_free(&fresh);
 }
 
+/* The size and mtime of the status text reads get now. A getattr does not render it anew: a
+ * reader's fstat and its reads to EOF (the kernel asks getattr again at a read past the size it
+ * knows) must see one text, or the reader gets the head of one and the tail of another. Only a
+ * lookup, that is a new open or stat by name, renders it. */
+static void status_told(mount_state *s, cfs_vattr *a)
+{
+    status_doc *d = &s->status;
+    pthread_mutex_lock(&d->lock);
+    bool known = d->ino == a->ino;
+    if (known) {
+        a->size = d->text.len;
+        a->mtime = d->mtime;
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (!known)
+        status_refresh(s, a);
+}
+
 static bool is_status(mount_state *s, fuse_ino_t ino)
 {
     pthread_mutex_lock(&s->status.lock);
@@ -181,7 +199,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         return;
     }
     if (a.volatile_size)
-        status_refresh(state_of(req), &a);
+        status_told(state_of(req), &a);
     struct stat st;
     to_stat(&a, &st);
     fuse_reply_attr(req, &st, a.volatile_size ? 0 : LONG_TIMEOUT);

@@ -472,7 +472,10 @@ def test_big_object_opens_in_bounded_memory(cfs, big_seurat, tmp_path):
     assert not refused_lines(stderr) and not left_out_lines(stderr), stderr
     assert len(peak) >= 2, f"no reader worker was seen: {peak}"
     worker = max(v for pid, v in peak.items() if pid != min(peak))
-    assert worker < raw / 2, f"the reader's peak {worker >> 20} MiB for {raw >> 20} MiB of vectors"
+    # A sanitizer's shadow memory and freed-memory quarantine are not the reader's: there only
+    # the store is checked.
+    if not os.environ.get("CELLUCID_FS_SANITIZER"):
+        assert worker < raw / 2, f"the reader's peak {worker >> 20} MiB for {raw >> 20} MiB of vectors"
     check_big_store(out / "big.zarr", oracle_dir)
     assert not list(tmp_path.glob(".*work*")), "the work folder (and the copy) was left"
 

@@ -39,3 +39,25 @@ def test_the_log_names_sources_below_src(mounts, tmp_path):
     lines = [l for l in log.splitlines() if "broken.h5ad" in l]
     assert lines and lines[0].startswith("cellucid-fs: broken.h5ad: refused: "), log
     assert "/private/lab" not in log, log
+
+
+def test_a_reader_of_status_json_gets_one_text(mounts, tmp_path):
+    """A reader that opens status.json and reads it piece by piece gets one whole text even when
+    the status changes in between (here the cache's counters, moved by chunk reads): the fstat
+    and the kernel's getattr before each read do not render it anew (fuse/fs.c status_told)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(FIXTURES_DIR / "h5ad/csr_f32.h5ad", src / "cells.h5ad")
+    m = mounts(src)
+    chunks = sorted(p for p in (m.mnt / "cells.zarr").rglob("*") if p.name[:1].isdigit())
+    assert len(chunks) >= 4, chunks
+    before = json.loads((m.mnt / "status.json").read_text())["cache"]
+    with open(m.mnt / "status.json", "rb") as f:
+        head = f.read(16)
+        for c in chunks:
+            c.read_bytes()      # moves the cache's counters
+        rest = f.read()
+    doc = json.loads(head + rest)
+    after = json.loads((m.mnt / "status.json").read_text())["cache"]
+    assert after != before, "the chunk reads did not change the status: nothing was tested"
+    assert doc["cache"] == before, (doc["cache"], before)
