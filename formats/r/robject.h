@@ -9,7 +9,8 @@
  *       = INT32_MIN; REAL with NA as R's NaN of payload 1954; CPLX as re, im pairs), or, when
  *       longer than the sink threshold, nothing: the values went to the sink (`sunk`, `sink_id`).
  *   STR  its strings as r_str: UTF-8 (Latin-1 and the writer's native encoding transcoded),
- *       bytes-encoded strings as their bytes, NA_character_ as s == NULL.
+ *       bytes-encoded strings as their bytes, NA_character_ as s == NULL. Every string (of STR,
+ *       CHAR and SYM nodes) is kept once by the r_file: equal strings share one copy.
  *   VEC (list), EXPR  their elements.
  *   LIST (pairlist), LANG (call), DOT, CLO, PROM  cons cells: car, cdr, tag (a closure's car
  *       is its formals, cdr its body, tag its environment; a promise's car its value, cdr its
