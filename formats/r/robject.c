@@ -104,11 +104,18 @@ static void node_free(r_obj *x)
     }
 }
 
+/* FNV-1a, then murmur3's finaliser: names that differ in their last digits (cell0000001,
+ * cell0000002) must spread over the whole table, not cluster in its low bits. */
 static uint32_t str_hash(const char *s, size_t len)
 {
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < len; i++)
         h = (h ^ (unsigned char)s[i]) * 16777619u;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
     return h;
 }
 
@@ -333,6 +340,12 @@ static int fill_atomic(rd *r, r_obj *x, uint64_t n, gen_fn gen, void *ctx)
                         .format = r->f->hdr.format};
         if (r->sink->begin(r->sink->ctx, &v, &x->sink_id, r->err) != 0)
             return -1;
+        if (v.file_offset >= 0 && r->sink->skip && r->sink->skip(r->sink->ctx, x->sink_id)) {
+            x->sunk = true;
+            if (r_stream_skip(r->s, n * sz, r->err) < 0)
+                return -1;
+            return r->sink->end(r->sink->ctx, x->sink_id, r->err) != 0 ? -1 : 0;
+        }
         void *buf = malloc(CHUNK * sz);
         if (!buf)
             return cfs_err_oom(r->err);

@@ -107,12 +107,16 @@ typedef struct r_sink_vec {
 } r_sink_vec;
 
 /* Receives large vectors: begin (gives the handle kept in the node's sink_id), then the values
- * in order, in host order, in chunks, then end. A non-zero return stops the read with err. */
+ * in order, in host order, in chunks, then end. A non-zero return stops the read with err.
+ * skip (optional), asked after begin of a vector with a file offset: true when the sink does
+ * not need its values (it reads them in the file later): the reader then passes over them
+ * without reading them, and no write comes. */
 typedef struct r_sink {
     void *ctx;
     int (*begin)(void *ctx, const r_sink_vec *v, uint64_t *id, cfs_err *err);
     int (*write)(void *ctx, uint64_t id, const void *data, size_t nbytes, cfs_err *err);
     int (*end)(void *ctx, uint64_t id, cfs_err *err);
+    bool (*skip)(void *ctx, uint64_t id);
 } r_sink;
 
 #define R_DEFAULT_SINK_THRESHOLD ((uint64_t)1 << 20)
