@@ -12,12 +12,14 @@ meta.data column, pca (30 dims) and umap; saveRDS with gzip, R's default). Then:
   (b) peak memory (VmHWM polled from /proc): of the export process and of its reader worker
       (the R file is opened in the worker), against readRDS's peak and against the size of the
       decompressed stream (what holding the object's vectors takes);
-  (c) the same two figures for `cellucid-fs inspect big.rds` (opening alone).
+  (c) the same two figures for `cellucid-fs inspect big.rds` (opening alone);
+  (d) with --baseline-binary, (a) and (b) for another build too (e.g. main before a change).
 
 SeuratDisk-style conversion (SeuratDisk::Convert, zellkonverter) is timed when R has the
 package, else the script says it is not installed. Output: a table, then one JSON line with the
 raw figures. Requires Rscript with Debian's r-cran-seuratobject (r-cran-seurat). Options:
---cells, --genes, --memory, --input (reuse an .rds), --workdir, --keep, --binary.
+--cells, --genes, --memory, --input (reuse an .rds), --workdir, --keep, --binary,
+--baseline-binary.
 """
 import argparse
 import gzip
@@ -99,6 +101,7 @@ def main():
     p.add_argument("--workdir")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--binary", default=default_binary())
+    p.add_argument("--baseline-binary", help="another build, measured in the same run")
     a = p.parse_args()
     if not shutil.which("Rscript"):
         sys.exit("Rscript is not installed: apt-get install r-cran-seurat")
@@ -124,6 +127,11 @@ def main():
         e_time, e_main, e_worker = measured(
             [a.binary, "export", "-o", f"memory={a.memory}", rds, out])
         i_time, i_main, i_worker = measured([a.binary, "inspect", rds])
+        base = None
+        if a.baseline_binary:
+            shutil.rmtree(work / "out-baseline", ignore_errors=True)
+            base = measured([a.baseline_binary, "export", "-o", f"memory={a.memory}", rds,
+                             work / "out-baseline"])
         store = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
         e_peak = max(e_main, e_worker)
         i_peak = max(i_main, i_worker)
@@ -151,6 +159,14 @@ def main():
             ("    its reader worker", f"{i_worker / MB:.0f} MB",
              f"decompressed {raw / MB:.0f} MB", f"{i_worker / raw:.3f}"),
         ]
+        if base:
+            b_peak = max(base[1], base[2])
+            rows += [
+                ("(d) baseline build export", f"{base[0]:.1f} s", f"this build {e_time:.1f} s",
+                 f"{e_time / base[0]:.2f}x"),
+                ("    its peak RSS", f"{b_peak / MB:.0f} MB", f"this build {e_peak / MB:.0f} MB",
+                 f"{e_peak / b_peak:.2f}x"),
+            ]
         print(f"input: {a.cells} cells x {a.genes} genes Seurat object, {size_gz / MB:.0f} MB "
               f"saveRDS (gzip), {raw / MB:.0f} MB decompressed; store {store / MB:.0f} MB; "
               f"R's start alone {r_start:.1f} s, {r_start_rss / MB:.0f} MB")
@@ -163,6 +179,8 @@ def main():
             "memory": a.memory, "export_s": round(e_time, 2), "export_peak": e_peak,
             "export_process_peak": e_main, "export_worker_peak": e_worker,
             "inspect_s": round(i_time, 2), "inspect_peak": i_peak, "inspect_worker_peak": i_worker,
+            "baseline_export_s": base and round(base[0], 2),
+            "baseline_export_peak": base and max(base[1], base[2]),
             "readrds_s": round(r_read, 2),
             "readrds_peak": r_rss, "r_start_s": round(r_start, 2), "store_bytes": store}))
     finally:

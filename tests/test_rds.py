@@ -593,3 +593,25 @@ def test_not_single_cell_refused_one_line(cfs, tmp_path):
         assert len(lines) == 1 and want in lines[0], describe(r)
         assert "convert it" in lines[0], lines[0]
         assert not list(out.glob("*.zarr")) if out.exists() else True
+
+
+# ---------------------------------------------------------------------------------------------
+# large vectors read by range (formats/r/rvectors.c): the fixtures are small, so the test hook
+# CELLUCID_FS_TEST_R_SINK_THRESHOLD makes every vector of more than 8 values a "large" one
+
+SPILL = "CELLUCID_FS_TEST_R_SINK_THRESHOLD"
+
+
+@pytest.mark.parametrize("file", ["seurat.rds", "seurat_v5.rds", "sce.rds", "sce_t.rds",
+                                  "seurat_adt.rds"])
+def test_spilled_vectors_give_the_same_store(file, cfs, tmp_path, monkeypatch):
+    """Large vectors read by range from the file (or its decompressed copy) make the store the
+    in-memory reading makes, byte for byte; and it still equals R's reading."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(RDS / file, src / file)
+    export(cfs, src / file, tmp_path / "memory")
+    monkeypatch.setenv(SPILL, "8")
+    export(cfs, src / file, tmp_path / "spilled")
+    assert tree_bytes(tmp_path / "spilled") == tree_bytes(tmp_path / "memory")
+    check_store(tmp_path / "spilled" / f"{ALL[file]['id']}.zarr", file)
