@@ -1,23 +1,30 @@
 #!/usr/bin/env python3
-"""A large Seurat object (.rds) exported: time and peak memory, against R reading the same file.
+"""A large Seurat object saved by R: `cellucid-fs export` of it against R reading the same file
+(`readRDS`), in the same run: time and peak memory.
 
-R writes the input at benchmark time (Rscript with Debian's r-cran-seurat): --cells cells x
---genes genes (default 200,000 x 2,000), --per-cell nonzeros a cell drawn at random (default
-100; repeats summed), counts as a dgCMatrix, NormalizeData's log-normalised data beside them,
-and a 2-d "umap" reduction, saved with saveRDS (gzip, R's default). Then, in one run:
+R writes the object at benchmark time (tests/fixtures/make_big_seurat.R: --cells x --genes,
+default 200,000 x 2,000, 5 % of the entries set in counts and data, a factor and a numeric
+meta.data column, pca (30 dims) and umap; saveRDS with gzip, R's default). Then:
 
-  (a) `cellucid-fs export -o memory=256M` of the file: wall time, and the peak RSS of the largest
-      process (the export or its reader worker: getrusage(RUSAGE_CHILDREN)'s ru_maxrss);
-  (b) the baseline: `Rscript -e 'x <- readRDS(f)'` alone, its wall time and peak RSS;
-  (c) with --baseline-binary, (a) for another build too (e.g. main before a change).
+  (a) export time: `cellucid-fs export -o memory=256M big.rds OUT`, from start to exit,
+      against `Rscript -e 'readRDS(big.rds)'` alone (R's start included: R's start alone is
+      printed too);
+  (b) peak memory (VmHWM polled from /proc): of the export process and of its reader worker
+      (the R file is opened in the worker), against readRDS's peak and against the size of the
+      decompressed stream (what holding the object's vectors takes);
+  (c) the same two figures for `cellucid-fs inspect big.rds` (opening alone);
+  (d) with --baseline-binary, (a) and (b) for another build too (e.g. main before a change).
 
-Output: a table with the ratios, then one JSON line with the raw figures. Every process is
-run to its end; the work folder (--workdir, default under /tmp) is removed unless --keep.
+SeuratDisk-style conversion (SeuratDisk::Convert, zellkonverter) is timed when R has the
+package, else the script says it is not installed. Output: a table, then one JSON line with the
+raw figures. Requires Rscript with Debian's r-cran-seuratobject (r-cran-seurat). Options:
+--cells, --genes, --memory, --input (reuse an .rds), --workdir, --keep, --binary,
+--baseline-binary.
 """
 import argparse
+import gzip
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -25,100 +32,159 @@ import tempfile
 import time
 from pathlib import Path
 
-R_WRITER = r"""
-args <- commandArgs(trailingOnly = TRUE)
-n <- as.integer(args[1]); g <- as.integer(args[2]); k <- as.integer(args[3]); out <- args[4]
-suppressMessages({library(Matrix); library(Seurat)})
-set.seed(1)
-m <- sparseMatrix(i = sample.int(g, n * k, replace = TRUE), j = rep(seq_len(n), each = k),
-                  x = as.numeric(rpois(n * k, 2) + 1), dims = c(g, n),
-                  dimnames = list(paste0("G", seq_len(g)), paste0("C", seq_len(n))))
-s <- CreateSeuratObject(counts = m)
-s <- NormalizeData(s, verbose = FALSE)
-emb <- matrix(rnorm(n * 2), n, 2, dimnames = list(colnames(s), c("UMAP_1", "UMAP_2")))
-s[["umap"]] <- CreateDimReducObject(embeddings = emb, key = "UMAP_", assay = "RNA")
-saveRDS(s, out)
-"""
+REPO = Path(__file__).resolve().parent.parent
+MAKE = REPO / "tests" / "fixtures" / "make_big_seurat.R"
+MB = 2**20
 
 
 def default_binary():
-    return os.environ.get("CELLUCID_FS") or str(Path(__file__).resolve().parent.parent / "cellucid-fs")
+    return os.environ.get("CELLUCID_FS") or str(REPO / "cellucid-fs")
 
 
-def run_measured(argv):
-    """(seconds, peak RSS in bytes of the largest process it started) of one child process.
-    RUSAGE_CHILDREN is the maximum over every child waited for so far, so each measurement runs
-    in a fresh Python whose only child is argv."""
-    probe = ("import resource, subprocess, sys, time\n"
-             "t = time.perf_counter()\n"
-             "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
-             "dt = time.perf_counter() - t\n"
-             "if r.returncode: sys.stderr.write(r.stderr.decode(errors='replace')); sys.exit(r.returncode)\n"
-             "print(dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)\n")
-    r = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True)
-    if r.returncode:
-        raise RuntimeError(f"{' '.join(map(str, argv))} failed:\n{r.stderr[-3000:]}")
-    dt, rss = r.stdout.split()
-    return float(dt), int(rss)
+def _children(pid):
+    out = []
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as fh:
+                out += [int(c) for c in fh.read().split()]
+    except OSError:
+        pass
+    return out
 
 
-def export(binary, src, out, memory):
-    shutil.rmtree(out, ignore_errors=True)
-    return run_measured([binary, "export", "-o", f"memory={memory}", src, out])
+def _hwm(pid):
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def measured(argv):
+    """Runs argv: (seconds, peak VmHWM of it, the largest peak VmHWM of the processes it started),
+    polled from /proc while they run. (The kernel's ru_maxrss is not used: a child's counts the
+    memory of this process at the fork.)"""
+    t = time.perf_counter()
+    p = subprocess.Popen([str(a) for a in argv], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    peaks = {}
+    while p.poll() is None:
+        todo = [p.pid]
+        while todo:
+            pid = todo.pop()
+            todo += _children(pid)
+            peaks[pid] = max(peaks.get(pid, 0), _hwm(pid))
+        time.sleep(0.01)
+    seconds = time.perf_counter() - t
+    err = p.stderr.read().decode(errors="replace")
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(map(str, argv))} failed ({p.returncode}):\n{err}")
+    main = peaks.pop(p.pid, 0)
+    return seconds, main, max(peaks.values(), default=0)
+
+
+def has_r_package(name):
+    r = subprocess.run(["Rscript", "-e", f'cat(requireNamespace("{name}", quietly = TRUE))'],
+                       capture_output=True, text=True)
+    return r.stdout.strip() == "TRUE"
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cells", type=int, default=200_000)
     p.add_argument("--genes", type=int, default=2_000)
-    p.add_argument("--per-cell", type=int, default=100)
-    p.add_argument("--memory", default="256M", help="export's -o memory (default 256M)")
-    p.add_argument("--binary", default=default_binary())
-    p.add_argument("--baseline-binary", help="another build, measured in the same run")
-    p.add_argument("--input", help="an existing .rds to use instead of writing one")
+    p.add_argument("--memory", default="256M")
+    p.add_argument("--input", help="an .rds an earlier --keep run made")
     p.add_argument("--workdir")
     p.add_argument("--keep", action="store_true")
-    args = p.parse_args()
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="cfs-bench-rds-"))
+    p.add_argument("--binary", default=default_binary())
+    p.add_argument("--baseline-binary", help="another build, measured in the same run")
+    a = p.parse_args()
+    if not shutil.which("Rscript"):
+        sys.exit("Rscript is not installed: apt-get install r-cran-seurat")
+    work = Path(a.workdir or tempfile.mkdtemp(prefix="cfs-bench-rds-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        src = Path(args.input) if args.input else work / "seurat.rds"
-        if not args.input:
-            print(f"writing {args.cells} x {args.genes}, {args.per_cell} nonzeros a cell, with R ...",
-                  file=sys.stderr)
-            script = work / "write.R"
-            script.write_text(R_WRITER)
+        rds = Path(a.input) if a.input else work / "big.rds"
+        if not rds.exists():
             t = time.perf_counter()
-            subprocess.run(["Rscript", script, str(args.cells), str(args.genes),
-                            str(args.per_cell), src], check=True)
-            print(f"  {src.stat().st_size / 2**20:.0f} MB in {time.perf_counter() - t:.0f} s",
-                  file=sys.stderr)
-        subprocess.run(["cat", src], stdout=subprocess.DEVNULL, check=True)   # warm the page cache
-        print("R readRDS ...", file=sys.stderr)
-        r_s, r_rss = run_measured(["Rscript", "-e", f"x <- readRDS('{src}')"])
-        print("cellucid-fs export ...", file=sys.stderr)
-        c_s, c_rss = export(args.binary, src, work / "out", args.memory)
-        b = None
-        if args.baseline_binary:
-            print("baseline build's export ...", file=sys.stderr)
-            b = export(args.baseline_binary, src, work / "out-baseline", args.memory)
-        rows = [("R readRDS alone", r_s, r_rss, "", ""),
-                (f"export -o memory={args.memory}", c_s, c_rss, f"{c_s / r_s:.2f}", f"{c_rss / r_rss:.2f}")]
-        if b:
-            rows.append((f"baseline build's export", b[0], b[1], f"{b[0] / r_s:.2f}", f"{b[1] / r_rss:.2f}"))
-        print(f"\ninput: {src.name}, {src.stat().st_size / 2**20:.0f} MB ({args.cells} x {args.genes}, "
-              f"{args.per_cell} nonzeros a cell drawn)")
-        print(f"{'':34} {'seconds':>9} {'peak RSS MB':>12} {'time / R':>9} {'RSS / R':>8}")
-        for name, s, rss, tr, mr in rows:
-            print(f"{name:34} {s:9.1f} {rss / 2**20:12.0f} {tr:>9} {mr:>8}")
-        print(json.dumps({"cells": args.cells, "genes": args.genes, "per_cell": args.per_cell,
-                          "rds_mb": round(src.stat().st_size / 2**20, 1), "memory": args.memory,
-                          "r_s": round(r_s, 2), "r_rss_mb": round(r_rss / 2**20),
-                          "export_s": round(c_s, 2), "export_rss_mb": round(c_rss / 2**20),
-                          "baseline_s": b and round(b[0], 2),
-                          "baseline_rss_mb": b and round(b[1] / 2**20)}))
+            subprocess.run(["Rscript", str(MAKE), str(rds), str(a.cells), str(a.genes)],
+                           check=True)
+            print(f"R wrote {rds} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+        size_gz = rds.stat().st_size
+        raw = 0
+        with gzip.open(rds, "rb") as fh:   # also warms the page cache with the file
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                raw += len(block)
+        r_start, r_start_rss, _ = measured(["Rscript", "-e", "invisible(0)"])
+        r_read, r_main, r_child = measured(["Rscript", "-e", f'invisible(readRDS("{rds}"))'])
+        r_rss = max(r_main, r_child)
+        out = work / "out"
+        shutil.rmtree(out, ignore_errors=True)
+        e_time, e_main, e_worker = measured(
+            [a.binary, "export", "-o", f"memory={a.memory}", rds, out])
+        i_time, i_main, i_worker = measured([a.binary, "inspect", rds])
+        base = None
+        if a.baseline_binary:
+            shutil.rmtree(work / "out-baseline", ignore_errors=True)
+            base = measured([a.baseline_binary, "export", "-o", f"memory={a.memory}", rds,
+                             work / "out-baseline"])
+        store = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+        e_peak = max(e_main, e_worker)
+        i_peak = max(i_main, i_worker)
+        conv = "not installed (SeuratDisk, zellkonverter)"
+        if has_r_package("SeuratDisk"):
+            h5 = work / "big.h5Seurat"
+            c_time, c_main, c_child = measured([
+                "Rscript", "-e", f'suppressMessages(library(SeuratDisk)); so <- readRDS("{rds}"); '
+                f'SaveH5Seurat(so, "{h5}", overwrite = TRUE); Convert("{h5}", dest = "h5ad", '
+                'overwrite = TRUE)'])
+            conv = (f"{c_time:.1f} s, {max(c_main, c_child) / MB:.0f} MB "
+                    f"(export / conversion {e_time / c_time:.2f}x)")
+        rows = [
+            ("(a) export time", f"{e_time:.1f} s", f"readRDS {r_read:.1f} s",
+             f"{e_time / r_read:.2f}x"),
+            ("(b) export peak RSS", f"{e_peak / MB:.0f} MB", f"readRDS {r_rss / MB:.0f} MB",
+             f"{e_peak / r_rss:.2f}x"),
+            ("    export process", f"{e_main / MB:.0f} MB", f"-o memory={a.memory}", ""),
+            ("    its reader worker", f"{e_worker / MB:.0f} MB",
+             f"decompressed {raw / MB:.0f} MB", f"{e_worker / raw:.3f}"),
+            ("(c) inspect time", f"{i_time:.1f} s", f"readRDS {r_read:.1f} s",
+             f"{i_time / r_read:.2f}x"),
+            ("    inspect peak RSS", f"{i_peak / MB:.0f} MB", f"readRDS {r_rss / MB:.0f} MB",
+             f"{i_peak / r_rss:.2f}x"),
+            ("    its reader worker", f"{i_worker / MB:.0f} MB",
+             f"decompressed {raw / MB:.0f} MB", f"{i_worker / raw:.3f}"),
+        ]
+        if base:
+            b_peak = max(base[1], base[2])
+            rows += [
+                ("(d) baseline build export", f"{base[0]:.1f} s", f"this build {e_time:.1f} s",
+                 f"{e_time / base[0]:.2f}x"),
+                ("    its peak RSS", f"{b_peak / MB:.0f} MB", f"this build {e_peak / MB:.0f} MB",
+                 f"{e_peak / b_peak:.2f}x"),
+            ]
+        print(f"input: {a.cells} cells x {a.genes} genes Seurat object, {size_gz / MB:.0f} MB "
+              f"saveRDS (gzip), {raw / MB:.0f} MB decompressed; store {store / MB:.0f} MB; "
+              f"R's start alone {r_start:.1f} s, {r_start_rss / MB:.0f} MB")
+        print(f"{'figure':24} {'cellucid-fs':14} {'baseline (same run)':24} ratio")
+        for r in rows:
+            print(f"{r[0]:24} {r[1]:14} {r[2]:24} {r[3]}")
+        print(f"SeuratDisk-style conversion: {conv}")
+        print(json.dumps({
+            "cells": a.cells, "genes": a.genes, "rds_bytes": size_gz, "raw_bytes": raw,
+            "memory": a.memory, "export_s": round(e_time, 2), "export_peak": e_peak,
+            "export_process_peak": e_main, "export_worker_peak": e_worker,
+            "inspect_s": round(i_time, 2), "inspect_peak": i_peak, "inspect_worker_peak": i_worker,
+            "baseline_export_s": base and round(base[0], 2),
+            "baseline_export_peak": base and max(base[1], base[2]),
+            "readrds_s": round(r_read, 2),
+            "readrds_peak": r_rss, "r_start_s": round(r_start, 2), "store_bytes": store}))
     finally:
-        if not args.keep:
+        if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
 
 

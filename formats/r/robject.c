@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "model.h"
 #include "utf8.h"
 
 /* Pseudo-types of the stream (serialize.c). */
@@ -32,9 +33,21 @@ typedef struct slab {
     r_obj nodes[SLAB];
 } slab;
 
+/* One distinct string of the file (its bytes in the arena's pool). */
+typedef struct interned {
+    const char *s;
+    uint32_t len, hash;
+} interned;
+
 struct r_arena {
     slab *slabs;
     r_obj *singletons[256]; /* GLOBALENV_SXP etc., made on first use */
+    /* Every string once: a Seurat object writes each cell name five or six times (meta.data's
+     * row names, each matrix's and each embedding's dimnames), and R's stream has no
+     * references for strings. Equal strings share one copy in the pool. */
+    cfs_strpool *pool;
+    interned *tab;          /* open addressing, cap a power of two, at most half full */
+    size_t ntab, captab;
 };
 
 typedef struct rd {
@@ -70,6 +83,7 @@ static r_obj *node(rd *r, int type)
     return x;
 }
 
+/* Strings (of STR, CHAR and SYM nodes) are the arena's, freed with its pool. */
 static void node_free(r_obj *x)
 {
     switch (x->type) {
@@ -77,23 +91,75 @@ static void node_free(r_obj *x)
         free(x->u.data);
         break;
     case R_STR:
-        if (x->u.strs)
-            for (uint64_t i = 0; i < x->length; i++)
-                free(x->u.strs[i].s);
         free(x->u.strs);
         break;
     case R_VEC: case R_EXPR:
         free(x->u.items);
         break;
-    case R_SYM: case R_SPECIAL: case R_BUILTIN:
+    case R_SPECIAL: case R_BUILTIN:
         free(x->u.sym.name);
-        break;
-    case R_CHAR:
-        free(x->u.chr.s);
         break;
     default:
         break;
     }
+}
+
+/* FNV-1a, then murmur3's finaliser: names that differ in their last digits (cell0000001,
+ * cell0000002) must spread over the whole table, not cluster in its low bits. */
+static uint32_t str_hash(const char *s, size_t len)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
+static bool intern_grow(struct r_arena *a)
+{
+    size_t cap = a->captab ? a->captab * 2 : 1024;
+    interned *t = calloc(cap, sizeof *t);
+    if (!t)
+        return false;
+    for (size_t i = 0; i < a->captab; i++) {
+        if (!a->tab[i].s)
+            continue;
+        size_t k = a->tab[i].hash & (cap - 1);
+        while (t[k].s)
+            k = (k + 1) & (cap - 1);
+        t[k] = a->tab[i];
+    }
+    free(a->tab);
+    a->tab = t;
+    a->captab = cap;
+    return true;
+}
+
+/* The arena's NUL-terminated copy of s[0..len), the same for every equal string; NULL when out
+ * of memory. */
+static char *intern(rd *r, const char *s, size_t len)
+{
+    struct r_arena *a = r->f->arena;
+    if ((a->ntab + 1) * 2 > a->captab && !intern_grow(a))
+        return NULL;
+    uint32_t h = str_hash(s, len);
+    size_t k = h & (a->captab - 1);
+    for (; a->tab[k].s; k = (k + 1) & (a->captab - 1))
+        if (a->tab[k].hash == h && a->tab[k].len == len && memcmp(a->tab[k].s, s, len) == 0)
+            return (char *)a->tab[k].s;
+    if (!a->pool && !(a->pool = cfs_strpool_new()))
+        return NULL;
+    char *copy = cfs_strpool_dup(a->pool, s, len);
+    if (!copy)
+        return NULL;
+    a->tab[k] = (interned){copy, (uint32_t)len, h};
+    a->ntab++;
+    r->f->bytes_kept += len;
+    return copy;
 }
 
 void r_file_free(r_file *f)
@@ -107,6 +173,8 @@ void r_file_free(r_file *f)
                 node_free(&s->nodes[i]);
             free(s);
         }
+        cfs_strpool_free(f->arena->pool);
+        free(f->arena->tab);
         free(f->arena);
     }
     free(f);
@@ -272,6 +340,12 @@ static int fill_atomic(rd *r, r_obj *x, uint64_t n, gen_fn gen, void *ctx)
                         .format = r->f->hdr.format};
         if (r->sink->begin(r->sink->ctx, &v, &x->sink_id, r->err) != 0)
             return -1;
+        if (v.file_offset >= 0 && r->sink->skip && r->sink->skip(r->sink->ctx, x->sink_id)) {
+            x->sunk = true;
+            if (r_stream_skip(r->s, n * sz, r->err) < 0)
+                return -1;
+            return r->sink->end(r->sink->ctx, x->sink_id, r->err) != 0 ? -1 : 0;
+        }
         void *buf = malloc(CHUNK * sz);
         if (!buf)
             return cfs_err_oom(r->err);
@@ -400,10 +474,12 @@ static int to_utf8(rd *r, r_enc enc, char *buf, size_t n, r_str *out)
         return cfs_err_oom(r->err);
     if (len > UINT32_MAX)
         return free(conv), damaged(r, "a string of %zu bytes", len), -1;
-    out->s = conv;
+    out->s = intern(r, conv, len);
+    free(conv);
+    if (!out->s)
+        return cfs_err_oom(r->err);
     out->len = (uint32_t)len;
     out->enc = (uint8_t)enc;
-    r->f->bytes_kept += len;
     return 0;
 }
 
@@ -765,12 +841,11 @@ static r_obj *deferred_string(rd *r, const r_obj *state)
             format_real(d, scipen, dec, buf, sizeof buf);
         }
         size_t n = strlen(buf);
-        if (!(x->u.strs[i].s = strdup(buf)))
+        if (!(x->u.strs[i].s = intern(r, buf, n)))
             return cfs_err_oom(r->err), NULL;
         x->u.strs[i].len = (uint32_t)n;
         x->u.strs[i].enc = R_ENC_ASCII;
         x->length = i + 1;
-        r->f->bytes_kept += n;
     }
     return x;
 }
@@ -944,8 +1019,7 @@ static r_obj *read_body(rd *r, uint32_t flags, unsigned depth)
                            ? "missing string" : r_type_name(c->type));
         if (!(x = node(r, R_SYM)))
             return NULL;
-        x->u.sym.name = c->u.chr.s; /* taken over: the string node is not referenced */
-        c->u.chr.s = NULL;
+        x->u.sym.name = c->u.chr.s; /* the arena's string */
         return add_ref(r, x) < 0 ? NULL : x;
     }
     case R_ENV: {

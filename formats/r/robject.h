@@ -9,7 +9,8 @@
  *       = INT32_MIN; REAL with NA as R's NaN of payload 1954; CPLX as re, im pairs), or, when
  *       longer than the sink threshold, nothing: the values went to the sink (`sunk`, `sink_id`).
  *   STR  its strings as r_str: UTF-8 (Latin-1 and the writer's native encoding transcoded),
- *       bytes-encoded strings as their bytes, NA_character_ as s == NULL.
+ *       bytes-encoded strings as their bytes, NA_character_ as s == NULL. Every string (of STR,
+ *       CHAR and SYM nodes) is kept once by the r_file: equal strings share one copy.
  *   VEC (list), EXPR  their elements.
  *   LIST (pairlist), LANG (call), DOT, CLO, PROM  cons cells: car, cdr, tag (a closure's car
  *       is its formals, cdr its body, tag its environment; a promise's car its value, cdr its
@@ -106,12 +107,16 @@ typedef struct r_sink_vec {
 } r_sink_vec;
 
 /* Receives large vectors: begin (gives the handle kept in the node's sink_id), then the values
- * in order, in host order, in chunks, then end. A non-zero return stops the read with err. */
+ * in order, in host order, in chunks, then end. A non-zero return stops the read with err.
+ * skip (optional), asked after begin of a vector with a file offset: true when the sink does
+ * not need its values (it reads them in the file later): the reader then passes over them
+ * without reading them, and no write comes. */
 typedef struct r_sink {
     void *ctx;
     int (*begin)(void *ctx, const r_sink_vec *v, uint64_t *id, cfs_err *err);
     int (*write)(void *ctx, uint64_t id, const void *data, size_t nbytes, cfs_err *err);
     int (*end)(void *ctx, uint64_t id, cfs_err *err);
+    bool (*skip)(void *ctx, uint64_t id);
 } r_sink;
 
 #define R_DEFAULT_SINK_THRESHOLD ((uint64_t)1 << 20)

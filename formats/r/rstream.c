@@ -393,6 +393,36 @@ static int ascii_double(r_stream *s, double *v, cfs_err *err)
     return 0;
 }
 
+int r_stream_skip(r_stream *s, uint64_t n, cfs_err *err)
+{
+    layer *t = s->top;
+    uint64_t buffered = t->len - t->pos;
+    if (n <= buffered || !s->plain_file) {
+        unsigned char scratch[4096];
+        for (uint64_t left = n; left > 0;) {
+            size_t k = left < sizeof scratch ? (size_t)left : sizeof scratch;
+            if (take(s, scratch, k, err) < 0)
+                return -1;
+            left -= k;
+        }
+        return 0;
+    }
+    /* a plain file: what is buffered, then a seek over the rest */
+    uint64_t rest = n - buffered;
+    uint64_t at = t->file_read;
+    if (rest > s->file_size - (at < s->file_size ? at : s->file_size)) {
+        t->pos = t->len;
+        s->taken += buffered;
+        return ended_early(s, err);
+    }
+    if (lseek(t->fd, (off_t)rest, SEEK_CUR) < 0)
+        return cfs_err_errno(err, errno, "cannot be read");
+    t->pos = t->len = 0;
+    t->file_read += rest;
+    s->taken += n;
+    return 0;
+}
+
 int r_stream_int(r_stream *s, int32_t *v, cfs_err *err)
 {
     return r_stream_ints(s, v, 1, err);

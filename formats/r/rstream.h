@@ -63,6 +63,9 @@ uint64_t r_stream_offset(const r_stream *s);
 int64_t r_stream_file_offset(const r_stream *s);
 uint64_t r_stream_bytes_left(const r_stream *s);
 
+/* Passes over n bytes of a binary stream without decoding them (a plain file: seeks past
+ * them); the stream ending before them is damage. */
+int r_stream_skip(r_stream *s, uint64_t n, cfs_err *err);
 /* One 32-bit integer; ASCII "NA" is INT32_MIN. */
 int r_stream_int(r_stream *s, int32_t *v, cfs_err *err);
 /* n integers into v, in host order. */

@@ -3,10 +3,11 @@
 #include "rvectors.h"
 
 #include <endian.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "fileio.h"
 
 typedef struct vec_entry {
     r_sink_vec info;
@@ -149,9 +150,17 @@ static int vs_end(void *ctx, uint64_t id, cfs_err *err)
     return 0;
 }
 
+/* Doubles left in the file have no stats to note: the reader passes over them. */
+static bool vs_skip(void *ctx, uint64_t id)
+{
+    const r_vecstore *vs = ctx;
+    return vs->v[id].in_place && !int_like(vs->v[id].info.type);
+}
+
 r_sink r_vecstore_sink(r_vecstore *vs)
 {
-    return (r_sink){.ctx = vs, .begin = vs_begin, .write = vs_write, .end = vs_end};
+    return (r_sink){.ctx = vs, .begin = vs_begin, .write = vs_write, .end = vs_end,
+                    .skip = vs_skip};
 }
 
 /* ---- reading ---- */
@@ -165,22 +174,11 @@ static int read_in_place(const r_vecstore *vs, const vec_entry *e, uint64_t star
                          void *out, cfs_err *err)
 {
     size_t es = e->info.elem_size;
-    unsigned char *dst = out;
-    uint64_t left = n * es;
-    off_t at = (off_t)((uint64_t)e->info.file_offset + start * es);
-    while (left > 0) {
-        ssize_t got = pread(vs->fd, dst, left > (1u << 30) ? (1u << 30) : (size_t)left, at);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            return cfs_err_errno(err, errno, "cannot be read");
-        if (got == 0)
-            return cfs_err_setc(err, CFS_EIO, "ends before a vector it held when it was opened "
-                                "(changed since?)");
-        dst += got;
-        left -= (uint64_t)got;
-        at += got;
-    }
+    cfs_err why = {0};
+    if (cfs_pread_full(vs->fd, out, (size_t)(n * es), (uint64_t)e->info.file_offset + start * es,
+                       &why) < 0)
+        return cfs_err_setc(err, CFS_EIO, "cannot be read where it held a vector when it was "
+                            "opened (%.200s; changed since?)", why.msg);
     bool big = e->info.format == R_FORMAT_XDR;
     if (es == 8) {
         uint64_t *u = out;

@@ -10,7 +10,8 @@
  * in memory) and the values of ALTREP sequences have no place in a file and are kept in memory
  * (an r_memsink).
  *
- * While the values pass, the store notes what the conversions must know of an integer or
+ * Doubles left in place are not read at open at all (the stream seeks past them). While the
+ * values of the others pass, the store notes what the conversions must know of an integer or
  * logical vector without reading it again: whether it holds an NA, its least and greatest value,
  * its first and last, and whether it never decreases (a sparse matrix's pointers and indices are
  * checked with them at open).

@@ -1,7 +1,7 @@
 /* formats/r/rvectors.c: the large vectors of an R file left in place in a plain file (XDR and
  * native), read back by range equal to what the stream read; kept in memory for a compressed
  * stream; their stats; a file cut short after opening fails the read, never gives other
- * bytes. Fixtures: tests/fixtures/r/ (made by tests/fixtures/make_r_fixtures.R). */
+ * bytes; one cut inside a vector the reader seeks past is refused at open. Fixtures: tests/fixtures/r/ (made by tests/fixtures/make_r_fixtures.R). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,9 +186,43 @@ static void test_file_changed(void)
     free(bytes);
 }
 
+/* A plain file cut inside a vector the reader passes over (doubles left in place are not
+ * read at open, the stream seeks past them): refused at open as truncated, with one line. */
+static void test_cut_inside_a_skipped_vector(void)
+{
+    size_t len;
+    char *bytes = unit_slurp("r/long_plain.rds", &len);
+    char path[] = "/tmp/cfs-rvectors-XXXXXX";
+    int fd = bytes ? mkstemp(path) : -1;
+    /* r (2000 doubles, 16,000 bytes) comes first: cut in its middle */
+    CHECK(fd >= 0 && len > 9000 && write(fd, bytes, 9000) == 9000);
+    if (fd >= 0)
+        close(fd);
+    r_vecstore *vs = NULL;
+    int rfd = fd >= 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    vs = rfd >= 0 ? r_vecstore_new(dup(rfd)) : NULL;
+    CHECK(vs != NULL);
+    if (vs) {
+        r_sink sink = r_vecstore_sink(vs);
+        r_read_opts opts = {.sink = &sink, .sink_threshold = 1000};
+        r_file *f = NULL;
+        cfs_err err = {0};
+        CHECK(r_read_fd(rfd, &opts, &f, &err) == -1 && f == NULL &&
+              err.status == CFS_EDAMAGED && strstr(err.msg, "double vector") &&
+              !strchr(err.msg, '\n'));
+        r_vecstore_free(vs);
+    } else if (rfd >= 0) {
+        close(rfd);
+    }
+    if (fd >= 0)
+        unlink(path);
+    free(bytes);
+}
+
 void unit_rvectors(void)
 {
     test_long();
     test_every_vector_in_place();
     test_file_changed();
+    test_cut_inside_a_skipped_vector();
 }
