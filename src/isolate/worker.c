@@ -15,7 +15,13 @@ typedef struct worker {
     cfs_dataset *ds;
     cfs_wire_arrays arrays;
     const char *fault;          /* the test hook's "kind@element", or NULL */
+    cfs_buf reply;              /* kept between replies: see KEPT_REPLY */
 } worker;
+
+/* A reply buffer up to this size is kept for the next reply: a layout pass reads a matrix in
+ * blocks of many MiB, and fresh pages for each (faulted in, zeroed, unmapped) cost more than
+ * reading them. A larger one is freed after its reply. */
+#define KEPT_REPLY ((size_t)64 << 20)
 
 /* The test hook: does what it says when the worker reaches element; -1 when it ran out of
  * memory, which the request then reports as a reader would. */
@@ -162,13 +168,14 @@ static int read_values(const cfs_array *arr, const want *q, uint64_t n, cfs_buf 
 }
 
 /* Reads what q asks of array id and sends it (or the reason it could not be read). */
-static int reply_values(const worker *w, uint32_t id, const want *q, uint64_t n, bool overflow)
+static int reply_values(worker *w, uint32_t id, const want *q, uint64_t n, bool overflow)
 {
     cfs_err err = {0};
     /* The values are read in place after the status; 4 unsent bytes before it put them 8 bytes
      * into the (malloc-aligned) buffer, aligned for every element type a reader stores. */
     static const unsigned char unsent[4];
-    cfs_buf b = {0};
+    cfs_buf b = w->reply;
+    cfs_buf_reset(&b);
     int rc = maybe_fault(w, w->arrays.path[id]) < 0 ||
                      cfs_buf_append(&b, unsent, sizeof unsent) < 0 ||
                      cfs_wire_put_u32(&b, CFS_OK) < 0
@@ -178,7 +185,9 @@ static int reply_values(const worker *w, uint32_t id, const want *q, uint64_t n,
     rc = rc == 0 ? cfs_wire_send(w->fd, CFS_WIRE_DATA, b.data + sizeof unsent,
                                  b.len - sizeof unsent, -1, &err)
                  : reply_error(w, CFS_WIRE_DATA, &err);
-    cfs_buf_free(&b);
+    if (b.cap > KEPT_REPLY)
+        cfs_buf_free(&b);
+    w->reply = b;
     return rc;
 }
 
@@ -265,6 +274,7 @@ int cfs_reader_worker_main(int fd, uint64_t memory_limit)
             status = 2;         /* a request it does not understand, or the socket failed */
     }
     free(payload);
+    cfs_buf_free(&w.reply);
     cfs_wire_arrays_free(&w.arrays);
     cfs_dataset_free(w.ds);
     close(fd);

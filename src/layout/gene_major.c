@@ -131,61 +131,129 @@ static int spill_record(cfs_spill *sp, uint32_t j, uint32_t g, const unsigned ch
     return 0;
 }
 
-/* Pass over the source, in storage order, spilling each nonzero to its gene bucket. */
+/* One block of source entries: read by a helper thread while the block before is spilled. */
+typedef struct src_block {
+    const sparse_engine *e;
+    uint64_t k0, n;
+    void *ibuf, *vbuf;
+    int rc;
+    cfs_err err;
+} src_block;
+
+static void *read_block(void *arg)
+{
+    src_block *r = arg;
+    uint64_t s[1] = {r->k0}, c[1] = {r->n};
+    r->rc = cfs_array_read(r->e->indices, s, c, r->ibuf, &r->err) < 0 ||
+                    cfs_array_read(r->e->data, s, c, r->vbuf, &r->err) < 0
+                ? -1
+                : 0;
+    return NULL;
+}
+
+/* Where the spill pass is: the source's indptr, the major (row of a csr source, column of a
+ * csc one) it has reached, and each gene's bucket. */
+typedef struct spill_cursor {
+    const int64_t *ptr;
+    uint64_t major_n, major;
+    const uint64_t *pos;        /* source row -> stored row */
+    const uint32_t *bucket_of;  /* gene -> bucket */
+} spill_cursor;
+
+/* Spills entries [k0, k0 + n) (their minor indices widened, their values in vbuf), one major
+ * at a time: within it the cell (csr) or the gene (csc) is fixed. */
+static int spill_block(sparse_engine *e, buckets *b, const rec_layout *rl, spill_cursor *cur,
+                       uint64_t k0, uint64_t n, const int64_t *minor, const unsigned char *vbuf,
+                       cfs_err *err)
+{
+    uint64_t k = 0;
+    while (k < n) {
+        while (cur->major < cur->major_n && (uint64_t)cur->ptr[cur->major + 1] <= k0 + k)
+            cur->major++;
+        if (cur->major == cur->major_n)     /* past the last major's end: indptr is wrong */
+            return cfs_err_set(err, "entry %llu has an index out of range",
+                               (unsigned long long)(k0 + k));
+        uint64_t end = (uint64_t)cur->ptr[cur->major + 1] - k0;
+        if (end > n)
+            end = n;
+        for (; k < end; k++) {
+            uint64_t cell = e->src_csr ? cur->major : (uint64_t)minor[k];
+            uint64_t gene = e->src_csr ? (uint64_t)minor[k] : cur->major;
+            if (minor[k] < 0 || cell >= e->n_obs || gene >= e->n_vars)
+                return cfs_err_set(err, "entry %llu has an index out of range",
+                                   (unsigned long long)(k0 + k));
+            uint32_t bucket = cur->bucket_of[gene];
+            b->counts[gene]++;
+            if (spill_record(&b->spill[bucket], (uint32_t)cur->pos[cell],
+                             (uint32_t)(gene - bucket * b->width), vbuf + k * rl->vsize,
+                             rl->vsize, err) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* Pass over the source, in storage order, spilling each nonzero to its gene bucket. The next
+ * block is read (by the reader worker, or libhdf5) while this one is spilled. */
 static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_err *err)
 {
-    uint64_t major_n = e->src_csr ? e->n_obs : e->n_vars;
-    int64_t *ptr = malloc((major_n + 1) * sizeof *ptr);
-    if (!ptr || read_int_array(e->indptr, 0, major_n + 1, ptr, err) < 0) {
+    spill_cursor cur = {.major_n = e->src_csr ? e->n_obs : e->n_vars};
+    int64_t *ptr = malloc((cur.major_n + 1) * sizeof *ptr);
+    if (!ptr || read_int_array(e->indptr, 0, cur.major_n + 1, ptr, err) < 0) {
         free(ptr);
         return ptr ? -1 : cfs_err_oom(err);
     }
+    cur.ptr = ptr;
     size_t isize = cfs_dtype_size(e->indices->dtype);
-    uint64_t block = e->opts.memory / 8 / (isize + rl->vsize + 8);
+    /* Two blocks in flight: each gets half of what one block had before. */
+    uint64_t block = e->opts.memory / 16 / (isize + rl->vsize + 8);
     if (block < 4096)
         block = 4096;
-    void *ibuf = malloc(block * isize), *vbuf = malloc(block * rl->vsize);
+    void *ibuf[2] = {malloc(block * isize), malloc(block * isize)};
+    void *vbuf[2] = {malloc(block * rl->vsize), malloc(block * rl->vsize)};
     int64_t *minor = malloc(block * sizeof *minor);
-    const uint64_t *pos = cfs_perm_pos(e->perm);
-    int rc = ibuf && vbuf && minor && pos ? 0 : cfs_err_oom(err);
-    uint64_t major = 0;
-    for (uint64_t k0 = 0; rc == 0 && k0 < e->nnz; k0 += block) {
-        uint64_t n = e->nnz - k0 < block ? e->nnz - k0 : block;
-        uint64_t s[1] = {k0}, c[1] = {n};
-        if (cfs_job_cancelled(&e->job)) {
-            rc = cancelled(e, err);
-            break;
-        }
-        if (cfs_array_read(e->indices, s, c, ibuf, err) < 0 ||
-            cfs_array_read(e->data, s, c, vbuf, err) < 0) {
+    uint32_t *bucket_of = malloc((e->n_vars ? e->n_vars : 1) * sizeof *bucket_of);
+    cur.pos = cfs_perm_pos(e->perm);
+    cur.bucket_of = bucket_of;
+    int rc = ibuf[0] && ibuf[1] && vbuf[0] && vbuf[1] && minor && bucket_of && cur.pos
+                 ? 0
+                 : cfs_err_oom(err);
+    for (uint64_t g = 0; rc == 0 && g < e->n_vars; g++)
+        bucket_of[g] = (uint32_t)(g / b->width);
+    src_block now = {e, 0, e->nnz < block ? e->nnz : block, ibuf[0], vbuf[0], 0, {0}};
+    if (rc == 0 && e->nnz)
+        read_block(&now);
+    for (int side = 0; rc == 0 && now.k0 < e->nnz; side ^= 1) {
+        if (now.rc < 0) {
+            *err = now.err;
             rc = -1;
             break;
         }
-        widen_indices(e->indices->dtype, ibuf, n, minor);
-        for (uint64_t k = 0; k < n && rc == 0; k++) {
-            while (major < major_n && (uint64_t)ptr[major + 1] <= k0 + k)
-                major++;
-            uint64_t cell = e->src_csr ? major : (uint64_t)minor[k];
-            uint64_t gene = e->src_csr ? (uint64_t)minor[k] : major;
-            if (minor[k] < 0 || cell >= e->n_obs || gene >= e->n_vars) {
-                rc = cfs_err_set(err, "entry %llu has an index out of range",
-                                 (unsigned long long)(k0 + k));
-                break;
-            }
-            uint64_t bucket = gene / b->width;
-            b->counts[gene]++;
-            rc = spill_record(&b->spill[bucket], (uint32_t)pos[cell],
-                              (uint32_t)(gene - bucket * b->width),
-                              (const unsigned char *)vbuf + k * rl->vsize, rl->vsize, err);
-        }
-        report(e, (double)(k0 + n) / (double)(e->nnz ? e->nnz : 1) * 0.7);
+        uint64_t k1 = now.k0 + now.n;
+        src_block next = {e, k1, e->nnz - k1 < block ? e->nnz - k1 : block, ibuf[side ^ 1],
+                          vbuf[side ^ 1], 0, {0}};
+        pthread_t reader;
+        bool ahead = k1 < e->nnz && pthread_create(&reader, NULL, read_block, &next) == 0;
+        widen_indices(e->indices->dtype, now.ibuf, now.n, minor);
+        rc = cfs_job_cancelled(&e->job)
+                 ? cancelled(e, err)
+                 : spill_block(e, b, rl, &cur, now.k0, now.n, minor, now.vbuf, err);
+        report(e, (double)k1 / (double)(e->nnz ? e->nnz : 1) * 0.7);
+        if (ahead)
+            pthread_join(reader, NULL);
+        else if (rc == 0 && k1 < e->nnz)
+            read_block(&next);
+        now = next;
     }
     for (size_t i = 0; rc == 0 && i < b->n; i++)
         rc = cfs_spill_flush(&b->spill[i], err);
     free(ptr);
-    free(ibuf);
-    free(vbuf);
+    for (int i = 0; i < 2; i++) {
+        free(ibuf[i]);
+        free(vbuf[i]);
+    }
     free(minor);
+    free(bucket_of);
     return rc;
 }
 

@@ -186,9 +186,11 @@ void cfs_job_unref(cfs_job *job)
 {
     if (!job || __atomic_sub_fetch(&job->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
-    /* Nobody else holds the job: only its run's thread may still use it. */
-    __atomic_store_n(&job->cancel, 1, __ATOMIC_RELAXED);
+    /* Nobody else holds the job: only its run's thread may still use it. A run waiting on the
+     * job's condition wakes to see the cancellation. */
     pthread_mutex_lock(&job->lock);
+    __atomic_store_n(&job->cancel, 1, __ATOMIC_RELAXED);
+    pthread_cond_broadcast(&job->changed);
     bool live = job->thread_live;
     pthread_t thread = live ? job->thread : pthread_self();
     pthread_mutex_unlock(&job->lock);

@@ -1,5 +1,6 @@
 /* src/layout/: priority order, permutations, the gene-major engine and its work space,
  * one index dtype per sparse matrix. */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -7,9 +8,11 @@
 #include <time.h>
 
 #include "gene_major.h"
+#include "job.h"
 #include "model.h"
 #include "permute.h"
 #include "priority.h"
+#include "schedule.h"
 #include "space.h"
 #include "sparse_index.h"
 #include "unit.h"
@@ -276,6 +279,261 @@ static void test_gene_major_space(void)
     cfs_perm_unref(perm);
 }
 
+/* The order of a running pass: the parts readers wait for, the earliest wait first, then the
+ * rest in order; a landed part is ready; every part is made once. */
+static void test_schedule(void)
+{
+    cfs_schedule s = {0};
+    CHECK(cfs_schedule_init(&s, 6) == 0);
+    CHECK(cfs_schedule_claim(&s) == 0);
+    CHECK(!cfs_schedule_ready(&s, 4, 4));           /* a reader waits for 4 ... */
+    CHECK(!cfs_schedule_ready(&s, 1, 2));           /* ... then one for 1 and 2 */
+    CHECK(!cfs_schedule_ready(&s, 4, 4));           /* 4 keeps its first place */
+    CHECK(cfs_schedule_claim(&s) == 4);
+    CHECK(cfs_schedule_claim(&s) == 1);
+    CHECK(!cfs_schedule_ready(&s, 0, 0));           /* being made is not landed */
+    cfs_schedule_land(&s, 4);
+    cfs_schedule_land(&s, 0);
+    CHECK(cfs_schedule_ready(&s, 4, 4) && cfs_schedule_ready(&s, 0, 0) && s.landed == 2);
+    CHECK(!cfs_schedule_ready(&s, 0, 1));
+    CHECK(cfs_schedule_claim(&s) == 2);
+    CHECK(cfs_schedule_claim(&s) == 3);
+    CHECK(cfs_schedule_claim(&s) == 5);
+    CHECK(cfs_schedule_claim(&s) == 6);             /* none left */
+    for (size_t p = 1; p < 6; p++)
+        cfs_schedule_land(&s, p);
+    cfs_schedule_land(&s, 3);                       /* landing twice counts once */
+    CHECK(cfs_schedule_ready(&s, 0, 5) && s.landed == 6);
+    CHECK(cfs_schedule_init(&s, 2) == 0 && s.landed == 0 && !cfs_schedule_ready(&s, 0, 1));
+    cfs_schedule_free(&s);
+}
+
+/* A job that serves PARTS parts, making each when the test lets it (gate), in the schedule's
+ * order; it can fail after `fail_after` parts. */
+enum { PARTS = 5 };
+
+typedef struct fake_job {
+    cfs_job job;
+    cfs_schedule sched;         /* set up afresh when outputs are dropped; under the job's lock */
+    size_t gate, made, order[PARTS];
+    int fail_after;             /* -1: never */
+    cfs_status fail_status;
+    int runs, drops, asked;
+    int *destroyed;
+} fake_job;
+
+static int fake_run(cfs_job *job, cfs_err *err)
+{
+    fake_job *f = (fake_job *)job;
+    pthread_mutex_lock(&job->lock);
+    f->runs++;
+    f->made = 0;
+    int rc = 0;
+    while (rc == 0 && f->made < PARTS) {
+        while (f->made >= f->gate && !cfs_job_cancelled(job))
+            pthread_cond_wait(&job->changed, &job->lock);
+        if (cfs_job_cancelled(job)) {
+            rc = cfs_err_set(err, "cancelled");
+        } else if ((int)f->made == f->fail_after) {
+            rc = cfs_err_setc(err, f->fail_status, "failed after %zu", f->made);
+        } else {
+            size_t p = cfs_schedule_claim(&f->sched);
+            f->order[f->made++] = p;
+            cfs_schedule_land(&f->sched, p);
+            cfs_job_landed(job);
+        }
+    }
+    pthread_mutex_unlock(&job->lock);
+    return rc;
+}
+
+static bool fake_ready(cfs_job *job, const void *part)
+{
+    fake_job *f = (fake_job *)job;
+    size_t p = *(const size_t *)part;
+    f->asked++;
+    return cfs_schedule_ready(&f->sched, p, p);
+}
+
+static void fake_drop(cfs_job *job)
+{
+    fake_job *f = (fake_job *)job;
+    cfs_schedule_init(&f->sched, PARTS);
+    f->drops++;
+}
+
+static int dropped_at_destroy;
+
+static void fake_destroy(cfs_job *job)
+{
+    fake_job *f = (fake_job *)job;
+    cfs_schedule_free(&f->sched);
+    dropped_at_destroy = f->drops;
+    (*f->destroyed)++;
+    free(f);
+}
+
+static fake_job *fake_new(int *destroyed)
+{
+    fake_job *f = calloc(1, sizeof *f);
+    cfs_schedule_init(&f->sched, PARTS);
+    cfs_job_init(&f->job, fake_run, fake_destroy);
+    f->job.drop = fake_drop;
+    f->job.part_ready = fake_ready;
+    f->fail_after = -1;
+    f->destroyed = destroyed;
+    return f;
+}
+
+/* Reads of one field of the fake under the job's lock. */
+static int fake_get(fake_job *f, const int *field)
+{
+    pthread_mutex_lock(&f->job.lock);
+    int v = *field;
+    pthread_mutex_unlock(&f->job.lock);
+    return v;
+}
+
+static void fake_open_gate(fake_job *f, size_t gate)
+{
+    pthread_mutex_lock(&f->job.lock);
+    f->gate = gate;
+    pthread_cond_broadcast(&f->job.changed);
+    pthread_mutex_unlock(&f->job.lock);
+}
+
+/* Whether `*field` (read under the job's lock) reaches at least want within ten seconds. */
+static bool fake_reaches(fake_job *f, const int *field, int want)
+{
+    for (int i = 0; i < 10000 && fake_get(f, field) < want; i++)
+        nanosleep(&(struct timespec){0, 1000000L}, NULL);
+    return fake_get(f, field) >= want;
+}
+
+/* A reader of one part in a thread of its own; it keeps the part while `hold` is set. */
+typedef struct part_reader {
+    fake_job *f;
+    size_t part;
+    int rc, returned, hold;
+    cfs_err err;
+    pthread_t thread;
+} part_reader;
+
+static void *read_part(void *arg)
+{
+    part_reader *r = arg;
+    int rc = cfs_job_acquire_part(&r->f->job, &r->part, &r->err);
+    __atomic_store_n(&r->rc, rc, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&r->returned, 1, __ATOMIC_SEQ_CST);
+    while (rc == 0 && __atomic_load_n(&r->hold, __ATOMIC_SEQ_CST))
+        nanosleep(&(struct timespec){0, 1000000L}, NULL);
+    if (rc == 0)
+        cfs_job_done(&r->f->job);
+    return NULL;
+}
+
+static void reader_start(part_reader *r, fake_job *f, size_t part, int hold)
+{
+    *r = (part_reader){.f = f, .part = part, .hold = hold};
+    pthread_create(&r->thread, NULL, read_part, r);
+}
+
+static bool returned(part_reader *r)
+{
+    return __atomic_load_n(&r->returned, __ATOMIC_SEQ_CST) != 0;
+}
+
+/* Readers of a job that serves parts: each waits for its own part only, and the parts readers
+ * wait for are made first; failures go to every reader (CFS_ERETRY: the next reader runs the
+ * job again); a failed run's outputs go only once its readers are done; the last unref of a
+ * running job cancels it and joins its thread. */
+static void test_job_parts(void)
+{
+    int destroyed = 0;
+    fake_job *f = fake_new(&destroyed);
+    part_reader a, b, c;
+    reader_start(&a, f, 3, 0);                      /* starts the run, waits for part 3 */
+    CHECK(fake_reaches(f, &f->asked, 1));
+    reader_start(&b, f, 1, 0);
+    CHECK(fake_reaches(f, &f->asked, 2));
+    CHECK(!returned(&a) && !returned(&b) && fake_get(f, &f->runs) == 1);
+    fake_open_gate(f, 1);                           /* one part: the first one waited for */
+    pthread_join(a.thread, NULL);
+    CHECK(a.rc == 0 && !returned(&b));
+    fake_open_gate(f, PARTS);
+    pthread_join(b.thread, NULL);
+    CHECK(b.rc == 0);
+    reader_start(&c, f, 4, 0);
+    pthread_join(c.thread, NULL);
+    CHECK(c.rc == 0 && f->runs == 1 && f->job.state == 1);
+    CHECK(f->order[0] == 3 && f->order[1] == 1 && f->order[2] == 0 && f->order[3] == 2 &&
+          f->order[4] == 4);
+    cfs_job_unref(&f->job);
+    CHECK(destroyed == 1);
+
+    /* A failure after two parts: a reader of a landed part is served, and the outputs are
+     * dropped only once it is done; every reader after gets the failure, and no run again. */
+    destroyed = 0;
+    f = fake_new(&destroyed);
+    f->fail_after = 2;
+    f->fail_status = CFS_EIO;
+    f->gate = 2;
+    reader_start(&a, f, 0, 1);                      /* keeps part 0 */
+    while (!returned(&a))
+        nanosleep(&(struct timespec){0, 1000000L}, NULL);
+    CHECK(a.rc == 0);
+    reader_start(&b, f, 4, 0);
+    CHECK(fake_reaches(f, &f->asked, 2));
+    fake_open_gate(f, PARTS);                       /* the run fails now */
+    int ending = 0;
+    for (int i = 0; i < 10000 && !ending; i++) {
+        pthread_mutex_lock(&f->job.lock);
+        ending = f->job.ending;
+        pthread_mutex_unlock(&f->job.lock);
+        nanosleep(&(struct timespec){0, 1000000L}, NULL);
+    }
+    CHECK(ending && fake_get(f, &f->drops) == 0 && !returned(&b));
+    __atomic_store_n(&a.hold, 0, __ATOMIC_SEQ_CST);
+    pthread_join(a.thread, NULL);
+    pthread_join(b.thread, NULL);
+    CHECK(b.rc < 0 && b.err.status == CFS_EIO && f->drops == 1);
+    reader_start(&c, f, 0, 0);
+    pthread_join(c.thread, NULL);
+    CHECK(c.rc < 0 && c.err.status == CFS_EIO && strstr(c.err.msg, "failed after 2") &&
+          f->runs == 1);
+    cfs_job_unref(&f->job);
+    CHECK(destroyed == 1);
+
+    /* CFS_ERETRY fails the readers of that run; the next reader runs the job again. */
+    destroyed = 0;
+    f = fake_new(&destroyed);
+    f->fail_after = 0;
+    f->fail_status = CFS_ERETRY;
+    f->gate = PARTS;
+    reader_start(&a, f, 2, 0);
+    pthread_join(a.thread, NULL);
+    CHECK(a.rc < 0 && a.err.status == CFS_ERETRY && f->runs == 1 && f->job.state == 0);
+    pthread_mutex_lock(&f->job.lock);
+    f->fail_after = -1;
+    pthread_mutex_unlock(&f->job.lock);
+    reader_start(&b, f, 2, 0);
+    pthread_join(b.thread, NULL);
+    CHECK(b.rc == 0 && f->runs == 2);
+    cfs_job_unref(&f->job);
+    CHECK(destroyed == 1);
+
+    /* The last reference goes while the run goes on after its reader left (a dataset closed
+     * mid-pass): the run is cancelled, its outputs dropped and its thread joined. */
+    destroyed = 0;
+    f = fake_new(&destroyed);
+    f->gate = 1;
+    reader_start(&a, f, 0, 0);
+    pthread_join(a.thread, NULL);
+    CHECK(a.rc == 0 && fake_get(f, &f->runs) == 1);
+    cfs_job_unref(&f->job);         /* the run waits at its gate: cancelled */
+    CHECK(destroyed == 1 && dropped_at_destroy == 1);
+}
+
 void unit_layout(void)
 {
     test_priority();
@@ -283,4 +541,6 @@ void unit_layout(void)
     test_gene_major_sparse();
     test_sparse_index_dtype();
     test_gene_major_space();
+    test_schedule();
+    test_job_parts();
 }
