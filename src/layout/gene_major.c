@@ -509,13 +509,26 @@ static int sparse_pass(sparse_engine *e, cfs_err *err)
     return rc;
 }
 
+/* A pass bounded by -o memory that ran out of memory: the process may allocate less than that
+ * (ulimit -v, a container's limit), and retrying will not help; lowering the bound will. */
+static int memory_failure(const cfs_engine_opts *o, cfs_err *err)
+{
+    if (err->status != CFS_ENOMEM)
+        return -1;
+    char was[sizeof err->msg / 2];
+    snprintf(was, sizeof was, "%.400s", err->msg);
+    return cfs_err_setc(err, CFS_ENOMEM, "%s: its layout works in -o memory=%.0fM, more than "
+                        "this process could allocate (ulimit -v?); lower -o memory",
+                        was, (double)o->memory / (1 << 20));
+}
+
 static int sparse_run(cfs_job *job, cfs_err *err)
 {
     sparse_engine *e = (sparse_engine *)job;
     cfs_progress_begin(e->opts.progress, e->label);
     int rc = sparse_pass(e, err);
     cfs_progress_end(e->opts.progress, e->label);
-    return rc == 0 ? hold_results(&e->opts, job, err) : rc;
+    return rc == 0 ? hold_results(&e->opts, job, err) : memory_failure(&e->opts, err);
 }
 
 static void sparse_drop(cfs_job *job)
@@ -746,7 +759,7 @@ static int dense_run(cfs_job *job, cfs_err *err)
     cfs_progress_begin(e->opts.progress, e->label);
     int rc = dense_pass(e, err);
     cfs_progress_end(e->opts.progress, e->label);
-    return rc == 0 ? hold_results(&e->opts, job, err) : rc;
+    return rc == 0 ? hold_results(&e->opts, job, err) : memory_failure(&e->opts, err);
 }
 
 static void dense_drop(cfs_job *job)
