@@ -16,7 +16,9 @@ import bz2
 import gzip
 import json
 import lzma
+import os
 import shutil
+from pathlib import Path
 
 import anndata as ad
 import numpy as np
@@ -34,6 +36,7 @@ from conftest import (
     left_out_lines,
     refused_lines,
     run_cfs,
+    tree_bytes,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -389,3 +392,54 @@ def test_not_single_cell_refused_one_line(cfs, tmp_path):
         assert len(lines) == 1 and want in lines[0], describe(r)
         assert "convert it" in lines[0], lines[0]
         assert not list(out.glob("*.zarr")) if out.exists() else True
+
+
+# ---------------------------------------------------------------------------------------------
+# large vectors in a spill file (formats/r/rspill.c): the fixtures are small, so the test hook
+# CELLUCID_FS_TEST_R_SPILL_THRESHOLD makes every vector of more than 8 values a "large" one
+
+SPILL = "CELLUCID_FS_TEST_R_SPILL_THRESHOLD"
+
+
+@pytest.mark.parametrize("file", ["seurat.rds", "seurat_v5.rds", "sce.rds", "sce_t.rds",
+                                  "seurat_adt.rds"])
+def test_spilled_vectors_give_the_same_store(file, cfs, tmp_path, monkeypatch):
+    """Matrices read back from the spill file by range, and vectors read back whole, make the
+    store the in-memory reading makes, byte for byte; and it still equals R's reading."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(RDS / file, src / file)
+    export(cfs, src / file, tmp_path / "memory")
+    monkeypatch.setenv(SPILL, "8")
+    export(cfs, src / file, tmp_path / "spilled")
+    assert tree_bytes(tmp_path / "spilled") == tree_bytes(tmp_path / "memory")
+    check_store(tmp_path / "spilled" / f"{ALL[file]['id']}.zarr", file)
+
+
+def deleted_files_of_children(pid):
+    """The unlinked files the processes started by pid hold open."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            if not d.name.isdigit() or int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) != pid:
+                continue
+            for fd in (d / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.endswith(" (deleted)"):
+                    out.append(target)
+        except OSError:
+            continue
+    return out
+
+
+def test_the_spill_file_is_in_the_cache_work_space(cfs, mounts, tmp_path, monkeypatch):
+    """Mounted, the reader worker spills to the cache's work folder, in an unlinked file that
+    goes with it; the store served equals R's reading."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(RDS / "seurat.rds", src / "seurat.rds")
+    monkeypatch.setenv(SPILL, "8")
+    m = mounts(src)
+    check_store(m.mnt / f"{ALL['seurat.rds']['id']}.zarr", "seurat.rds")
+    held = deleted_files_of_children(m.pid)
+    assert any(h.startswith(str(m.cache / "work") + "/") for h in held), held

@@ -10,10 +10,59 @@
 
 #include "strfmt.h"
 
+void rc_kept_free(rc_kept *k)
+{
+    if (!k)
+        return;
+    for (size_t i = 0; i < k->n; i++)
+        free(k->v[i]);
+    free(k->v);
+    free(k);
+}
+
+bool rc_spilled(const rconv *c, const r_obj *x)
+{
+    return x && x->sunk && c->spill;
+}
+
+static void **realloc_kept(rc_kept *k)
+{
+    size_t cap = k->cap ? k->cap * 2 : 8;
+    void **v = realloc(k->v, cap * sizeof *v);
+    if (v)
+        k->cap = cap;
+    return v;     /* NULL: k->v is unchanged */
+}
+
+/* A spilled vector read whole into memory, kept until the reader goes. */
+static const void *read_back(const rconv *c, const r_obj *x)
+{
+    const r_sink_vec *info = r_spill_info(c->spill, x->sink_id);
+    rc_kept *k = c->kept;
+    if (!info || !k)
+        return NULL;
+    if (k->n == k->cap) {
+        void **grown = realloc_kept(k);
+        if (!grown)
+            return NULL;
+        k->v = grown;
+    }
+    void *v = malloc(info->length ? info->length * info->elem_size : 1);
+    cfs_err ignored;
+    if (!v || r_spill_read(c->spill, x->sink_id, 0, info->length, v, &ignored) < 0) {
+        free(v);
+        return NULL;
+    }
+    k->v[k->n++] = v;
+    return v;
+}
+
 const void *rc_values(const rconv *c, const r_obj *x)
 {
     if (!x || (x->type != R_INT && x->type != R_LGL && x->type != R_REAL))
         return NULL;
+    if (x->sunk && c->spill)
+        return read_back(c, x);
     if (x->sunk) {
         size_t nbytes;
         return c->sink ? r_memsink_data(c->sink, x->sink_id, &nbytes, NULL) : NULL;
@@ -23,6 +72,13 @@ const void *rc_values(const rconv *c, const r_obj *x)
         return none;
     }
     return x->type == R_REAL ? (const void *)r_reals(x) : (const void *)r_ints(x);
+}
+
+cfs_array *rc_vector_array(const rconv *c, const r_obj *x, cfs_dtype t, const void *values)
+{
+    if (rc_spilled(c, x))
+        return r_spill_array(c->spill, x->sink_id, t);
+    return values ? rc_borrowed(t, x->length, values) : NULL;
 }
 
 char **rc_strings(const r_obj *x, const char *na)
@@ -93,7 +149,7 @@ cfs_dataset *rc_modality_dataset(const rconv *c, rconv *mc, cfs_err *err)
         cfs_err_oom(err);
         return NULL;
     }
-    *mc = (rconv){.file = c->file, .sink = c->sink, .ds = sub};
+    *mc = (rconv){.file = c->file, .sink = c->sink, .spill = c->spill, .kept = c->kept, .ds = sub};
     return sub;
 }
 

@@ -1,8 +1,8 @@
 /*
  * From R objects (robject.h) to the dataset model: the conversions formats/r/seurat.c and
- * formats/r/sce.c share. Vectors are copied out of the r_file (kept in its tree, or in the
- * in-memory sink for large ones: a spill file is a later step), so the file can be
- * freed once the model is built.
+ * formats/r/sce.c share. Small vectors are in the r_file's tree; large ones in the spill file
+ * (rspill.h), read back by range (a matrix's values and indices) or whole where a conversion
+ * needs them in memory, or, without a spill file, in the in-memory sink.
  *
  * Columns (a data.frame's, a DataFrame's): a factor becomes a categorical keeping R's level
  * order and unused levels (NA code -1; "ordered" too); logical and integer vectors with an NA
@@ -16,15 +16,34 @@
 
 #include "model.h"
 #include "robject.h"
+#include "rspill.h"
+
+/* Vectors read whole out of the spill file for a conversion that needs them in memory (a
+ * matrix's pointers, a column): kept with the reader, since arrays borrow them. */
+typedef struct rc_kept {
+    void **v;
+    size_t n, cap;
+} rc_kept;
+
+void rc_kept_free(rc_kept *k);
 
 typedef struct rconv {
     const r_file *file;
-    r_memsink *sink;
+    r_memsink *sink;     /* large vectors in memory, or */
+    r_spill *spill;      /* large vectors in a spill file (then kept holds what was read) */
+    rc_kept *kept;
     cfs_dataset *ds;
 } rconv;
 
-/* The values of an INT/LGL/REAL vector (in the tree or sunk), NULL for another type. */
+/* The values of an INT/LGL/REAL vector (in the tree or sunk), NULL for another type (or when
+ * a spilled vector cannot be read back: out of memory, an I/O error). */
 const void *rc_values(const rconv *c, const r_obj *x);
+/* True if x's values are in the spill file: rc_vector_array serves them without reading them
+ * into memory. */
+bool rc_spilled(const rconv *c, const r_obj *x);
+/* A 1-d array of t over vector x: its spill file range, or (values in memory, from
+ * rc_values) a view of them. NULL on failure. */
+cfs_array *rc_vector_array(const rconv *c, const r_obj *x, cfs_dtype t, const void *values);
 /* Copies of a STR's strings (NA as "NA" when na is NULL, else na), n strings; NULL on OOM. */
 char **rc_strings(const r_obj *x, const char *na);
 /* A string array element of STR x. */

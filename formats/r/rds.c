@@ -7,10 +7,10 @@
  * 3) or a workspace magic ("RDX3\n", "RDA2\n", ...) in the first bytes, or in the first bytes
  * inside a gzip, bzip2 or xz file. A workspace's first Seurat/SCE object is the dataset; the
  * others are left out by name (one input per object, `<file>-<object>`, is a later step of the
- * registry). The whole stream is read at open, small vectors into the tree and large ones into
- * the in-memory sink (the spill file in the cache's work space is a later step); the tree and
- * the sink stay with the dataset (its reader), whose matrix and column arrays read them in
- * place.
+ * registry). The whole stream is read at open, small vectors into the tree and large ones
+ * (more than 2^20 values) into a spill file (rspill.h) in the work space; the tree and the
+ * spill file stay with the dataset (its reader), whose matrix arrays read the spilled values
+ * and indices by range.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,31 +86,58 @@ static const char *what_of(const r_obj *x)
     "or a workspace holding them): convert it to one (e.g. SeuratObject::CreateSeuratObject) " \
     "or to .h5ad"
 
-/* What the dataset's arrays read: the R tree and the sink, freed after every element. */
+/* What the dataset's arrays read: the R tree, the spill file (or the in-memory sink) and what
+ * was read back from it, freed after every element. */
 typedef struct rds_reader {
     r_file *file;
     r_memsink *sink;
+    r_spill *spill;
+    rc_kept *kept;
 } rds_reader;
+
+static void reader_parts_free(r_file *f, r_memsink *sink, r_spill *spill, rc_kept *kept)
+{
+    r_file_free(f);
+    r_memsink_free(sink);
+    r_spill_free(spill);
+    rc_kept_free(kept);
+}
 
 static void rds_reader_free(void *p)
 {
     rds_reader *rd = p;
-    r_file_free(rd->file);
-    r_memsink_free(rd->sink);
+    reader_parts_free(rd->file, rd->sink, rd->spill, rd->kept);
     free(rd);
+}
+
+/* Vectors longer than this go to the spill file: $CELLUCID_FS_TEST_R_SPILL_THRESHOLD (a test
+ * hook: the fixtures are small) or R_DEFAULT_SINK_THRESHOLD. */
+static uint64_t spill_threshold(void)
+{
+    const char *t = getenv("CELLUCID_FS_TEST_R_SPILL_THRESHOLD");
+    char *end;
+    unsigned long long v = t && *t ? strtoull(t, &end, 10) : 0;
+    return t && *t && !*end && v ? (uint64_t)v : R_DEFAULT_SINK_THRESHOLD;
 }
 
 static int rds_open(const char *path, cfs_dataset **out, cfs_err *err)
 {
     *out = NULL;
-    r_memsink *sink = r_memsink_new();
-    if (!sink)
+    /* Large vectors go to a spill file, so that opening holds only the object's tree; where no
+     * file can be made, to memory, as before there was one. */
+    cfs_err why;
+    r_spill *spill = r_spill_new(r_spill_dir(), &why);
+    r_memsink *sink = spill ? NULL : r_memsink_new();
+    rc_kept *kept = calloc(1, sizeof *kept);
+    if ((!spill && !sink) || !kept) {
+        reader_parts_free(NULL, sink, spill, kept);
         return cfs_err_oom(err);
-    r_sink s = r_memsink_sink(sink);
-    r_read_opts opts = {.sink = &s};
+    }
+    r_sink s = spill ? r_spill_sink(spill) : r_memsink_sink(sink);
+    r_read_opts opts = {.sink = &s, .sink_threshold = spill_threshold()};
     r_file *f = NULL;
     if (r_read_file(path, &opts, &f, err) < 0) {
-        r_memsink_free(sink);
+        reader_parts_free(NULL, sink, spill, kept);
         return -1;
     }
     const r_obj *obj = NULL;
@@ -147,7 +174,7 @@ static int rds_open(const char *path, cfs_dataset **out, cfs_err *err)
                                                                                NULL))))
         rc = cfs_err_oom(err);
     if (rc == 0) {
-        rconv c = {.file = f, .sink = sink, .ds = ds};
+        rconv c = {.file = f, .sink = sink, .spill = spill, .kept = kept, .ds = ds};
         rc = strcmp(kind_of(obj), "seurat") == 0 ? r_seurat_build(&c, obj, err)
                                                 : r_sce_build(&c, obj, err);
         if (rc < 0 && objname)
@@ -175,13 +202,15 @@ static int rds_open(const char *path, cfs_dataset **out, cfs_err *err)
         rc = cfs_err_oom(err);
     if (rc < 0) {
         cfs_dataset_free(ds);
-        r_file_free(f);
-        r_memsink_free(sink);
+        reader_parts_free(f, sink, spill, kept);
         return -1;
     }
-    /* the model's large arrays are views of the tree's and the sink's vectors */
+    /* the model's large arrays are views of the tree's, the sink's and the read-back vectors
+     * (spilled ones hold the spill file themselves) */
     rd->file = f;
     rd->sink = sink;
+    rd->spill = spill;
+    rd->kept = kept;
     ds->reader = rd;
     ds->reader_free = rds_reader_free;
     *out = ds;

@@ -94,6 +94,7 @@ typedef struct sparse_parts {
     cfs_dtype dtype;
     void *x;
     int32_t *ix, *p;
+    cfs_array *x_spilled, *ix_spilled;  /* the values / indices read from the spill file */
     uint64_t nnz, np;
     bool x_owned, ip_owned, by_row;
 } sparse_parts;
@@ -106,6 +107,8 @@ static void sparse_parts_free(sparse_parts *s)
         free(s->ix);
         free(s->p);
     }
+    cfs_array_unref(s->x_spilled);
+    cfs_array_unref(s->ix_spilled);
     *s = (sparse_parts){0};
 }
 
@@ -147,15 +150,36 @@ static int logical_values(const int32_t *lv, uint64_t n, sparse_parts *s)
     return 0;
 }
 
-/* The index and pointer slots of a C or R matrix, checked against its shape. */
+/* Whether every index of a spilled INT vector lies in [0, inner), read back in blocks (the
+ * vector stays on disk). False also when it cannot be read. */
+static bool spilled_in_range(const rconv *c, const r_obj *i, uint64_t inner)
+{
+    enum { BLOCK = 1 << 16 };
+    int32_t *buf = malloc(BLOCK * sizeof *buf);
+    bool ok = buf != NULL;
+    cfs_err ignored;
+    for (uint64_t k0 = 0; ok && k0 < i->length; k0 += BLOCK) {
+        uint64_t n = i->length - k0 < BLOCK ? i->length - k0 : BLOCK;
+        ok = r_spill_read(c->spill, i->sink_id, k0, n, buf, &ignored) == 0;
+        for (uint64_t k = 0; ok && k < n; k++)
+            ok = buf[k] >= 0 && (uint64_t)buf[k] < inner;
+    }
+    free(buf);
+    return ok;
+}
+
+/* The index and pointer slots of a C or R matrix, checked against its shape; *ixo is NULL
+ * when the indices are in the spill file (then they were checked there). */
 static int compressed_indices(const rconv *c, const r_obj *m, bool by_row, uint64_t rrows,
                               uint64_t rcols, const int32_t **ixo, const int32_t **po,
                               uint64_t *nnzo, const char **why)
 {
     const r_obj *i = r_slot(m, by_row ? "j" : "i"), *p = r_slot(m, "p");
-    const int32_t *iv = rc_values(c, i), *pv = rc_values(c, p);
+    bool spilled = rc_spilled(c, i) && i->type == R_INT;
+    const int32_t *iv = spilled ? NULL : rc_values(c, i), *pv = rc_values(c, p);
     uint64_t outer = by_row ? rrows : rcols, inner = by_row ? rcols : rrows;
-    if (!iv || !pv || i->type != R_INT || p->type != R_INT || p->length != outer + 1) {
+    if ((!iv && !spilled) || !pv || i->type != R_INT || p->type != R_INT ||
+        p->length != outer + 1) {
         *why = BAD_SLOTS;
         return -1;
     }
@@ -163,7 +187,9 @@ static int compressed_indices(const rconv *c, const r_obj *m, bool by_row, uint6
     bool ok = pv[0] == 0 && (uint64_t)pv[outer] == nnz;
     for (uint64_t k = 0; ok && k < outer; k++)
         ok = pv[k] <= pv[k + 1];
-    for (uint64_t k = 0; ok && k < nnz; k++)
+    if (ok && spilled)
+        ok = spilled_in_range(c, i, inner);
+    for (uint64_t k = 0; ok && iv && k < nnz; k++)
         ok = iv[k] >= 0 && (uint64_t)iv[k] < inner;
     if (!ok) {
         *why = BAD_INDICES;
@@ -185,12 +211,22 @@ static int compressed_parts(const rconv *c, const r_obj *m, sparse_class sc, uin
     uint64_t nnz;
     if (compressed_indices(c, m, by_row, rrows, rcols, &iv, &pv, &nnz, why) < 0)
         return -1;
-    const void *x = sparse_values(c, m, sc, nnz, why);
+    const r_obj *xs = sc.values == 'd' ? r_slot(m, "x") : NULL;
+    bool x_spilled = xs && rc_spilled(c, xs);
+    const void *x = NULL;
+    if (x_spilled && (xs->type != R_REAL || xs->length != nnz))
+        *why = BAD_SLOTS;
+    else if (!x_spilled)
+        x = sparse_values(c, m, sc, nnz, why);
     if (*why)
         return -1;
     *s = (sparse_parts){.dtype = CFS_FLOAT64, .x = (void *)x, .ix = (int32_t *)iv,
                         .p = (int32_t *)pv, .nnz = nnz, .np = (by_row ? rrows : rcols) + 1,
                         .by_row = by_row};
+    const r_obj *is = r_slot(m, by_row ? "j" : "i");
+    if ((x_spilled && !(s->x_spilled = rc_vector_array(c, xs, CFS_FLOAT64, NULL))) ||
+        (!iv && !(s->ix_spilled = rc_vector_array(c, is, CFS_INT32, NULL))))
+        return -1;
     return sc.values == 'd' ? 0 : logical_values(x, nnz, s);
 }
 
@@ -239,8 +275,11 @@ static triplet *stored_entries(const rconv *c, const r_obj *m, sparse_class sc, 
                 *why = BAD_INDICES;
                 return NULL;
             }
-    } else if (compressed_indices(c, m, by_row, rrows, rcols, &iv, &pv, n, why) < 0)
+    } else if (compressed_indices(c, m, by_row, rrows, rcols, &iv, &pv, n, why) < 0) {
         return NULL;
+    } else if (!iv && !(iv = rc_values(c, r_slot(m, by_row ? "j" : "i")))) {
+        return NULL;     /* spilled, and it could not be read back */
+    }
     const void *xv = sparse_values(c, m, sc, *n, why);
     if (*why)
         return NULL;
@@ -348,9 +387,12 @@ static cfs_elem *sparse(const rconv *c, const r_obj *m, const char *name, bool t
     if (!sparse_class_of(m, &sc) || sparse_parts_of(c, m, sc, rrows, rcols, &s, why) < 0)
         return NULL;
     cfs_array *a[3] = {
-        s.x_owned ? cfs_array_from_memory(s.dtype, 1, &s.nnz, s.x) : rc_borrowed(s.dtype, s.nnz, s.x),
-        s.ip_owned ? cfs_array_from_memory(CFS_INT32, 1, &s.nnz, s.ix)
-                   : rc_borrowed(CFS_INT32, s.nnz, s.ix),
+        s.x_spilled ? cfs_array_ref(s.x_spilled)
+        : s.x_owned ? cfs_array_from_memory(s.dtype, 1, &s.nnz, s.x)
+                    : rc_borrowed(s.dtype, s.nnz, s.x),
+        s.ix_spilled ? cfs_array_ref(s.ix_spilled)
+        : s.ip_owned ? cfs_array_from_memory(CFS_INT32, 1, &s.nnz, s.ix)
+                     : rc_borrowed(CFS_INT32, s.nnz, s.ix),
         s.ip_owned ? cfs_array_from_memory(CFS_INT32, 1, &s.np, s.p) : rc_borrowed(CFS_INT32, s.np, s.p)};
     bool csr = s.by_row != transposed;
     /* what an array took is no longer ours to free */

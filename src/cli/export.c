@@ -331,6 +331,9 @@ static int export_with_workdir(const char *src, const char *out, const cfs_optio
         cfs_sources_free(&sources);
         return cfs_err_set(err, "%s: cannot create: %s", work, strerror(errno));
     }
+    /* Readers that spill (R objects' large vectors), here and in the reader workers started
+     * from now on, put their files there too. */
+    setenv("CELLUCID_FS_WORK_DIR", work, 1);
     if (sources.n == 0) {
         cfs_sources_free(&sources);
         remove_tree(work);
