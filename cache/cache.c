@@ -59,6 +59,7 @@ enum { INDEX_FORMAT = 2 };
 enum { DROPS_LOGGED = 20 };
 
 static void flush_touches(cfs_cache *c);
+static bool make_room(cfs_cache *c, uint64_t need);
 
 static int db_exec(cfs_cache *c, const char *sql, cfs_err *err)
 {
@@ -381,6 +382,9 @@ cfs_cache *cfs_cache_open(const char *dir, uint64_t max_bytes, FILE *log, cfs_er
     if (log && created && (why.msg[0] || adopted > 0))
         fprintf(log, "cellucid-fs: cache index %s %s: rebuilt from its entry files (%lld kept)\n",
                 path, why.msg[0] ? why.msg : "was missing", (long long)adopted);
+    /* Within the bound from the start: cache_size may be smaller than last time, and entries
+     * taken back may be ones a crash caught being evicted. */
+    make_room(c, 0);
     return c;
 }
 
