@@ -441,9 +441,6 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
     cfs_cache_close(probe);
     mkdir(work, 0700);
     mkdir(unpacked, 0700);
-    /* Readers that spill (R objects' large vectors), in the reader workers too, use the cache's
-     * work folder. */
-    setenv("CELLUCID_FS_WORK_DIR", work, 1);
     cfs_volume *vol = cfs_volume_open(src, opts, NULL, work, unpacked, stderr, &err);
     if (!vol) {
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);

@@ -883,6 +883,19 @@ class Mount:
     def status(self):
         return json.loads((self.mnt / "status.json").read_text(encoding="utf-8"))
 
+    def wait_opened(self, timeout=120):
+        """Waits until no source is working (compressed copies and R sources are opened in the
+        background once the mount is up, and are not in the tree until then); returns the
+        sources of status.json by their file name."""
+        deadline = time.monotonic() + timeout
+        while True:
+            sources = {Path(s["source"]).name: s for s in self.status()["sources"]}
+            if all(s["state"] != "working" for s in sources.values()):
+                return sources
+            if time.monotonic() > deadline:
+                pytest.fail(f"sources still working after {timeout} s: {sources}", pytrace=False)
+            time.sleep(0.1)
+
     def catalog(self):
         return json.loads((self.mnt / "datasets.json").read_text(encoding="utf-8"))
 

@@ -1,8 +1,8 @@
 /*
  * The reader worker (docs/design.md §2.4): the process `cellucid-fs --reader-worker FD MEMORY`
  * that opens one source with the format registry and serves the reads of its arrays over the
- * socket FD, under an address-space limit of MEMORY bytes (0: none). Started by spawn.c, never
- * by hand.
+ * socket FD, or tells a folder scan which entries are inputs (detect.h), under an address-space
+ * limit of MEMORY bytes (0: none). Started by spawn.c, never by hand.
  */
 #ifndef CFS_WORKER_H
 #define CFS_WORKER_H
@@ -13,8 +13,9 @@
 #define CFS_WORKER_FLAG "--reader-worker"
 
 /* Test only: "segv@ELEMENT", "loop@ELEMENT" or "alloc@ELEMENT" makes the worker crash, spin or
- * allocate without bound when it reads that array (ELEMENT "open": when it opens), so each limit
- * can be tested deterministically. Honoured by workers only. */
+ * allocate without bound when it reads that array (ELEMENT "open": when it opens; "detect": when
+ * a folder scan asks whether an entry is an input), so each limit can be tested
+ * deterministically. Honoured by workers only. */
 #define CFS_WORKER_FAULT_ENV "CELLUCID_FS_TEST_READER_FAULT"
 
 /* Serves until the daemon closes its end; the process's exit status. */

@@ -70,6 +70,7 @@ struct cfs_volume {
     pthread_t unpacker;         /* opens the sources waiting for their copy, once mounted */
     bool unpacker_started;
     cfs_options opts;
+    cfs_detector *detector;     /* which entries of src are inputs, kept from scan to scan */
     void (*invalidate)(void *ctx, uint64_t parent, const char *name, uint64_t ino);
     void *invalidate_ctx;
 };
@@ -411,7 +412,7 @@ int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
 {
     pthread_mutex_lock(&v->refreshing);
     cfs_source_list sources;
-    int rc = cfs_sources_list(v->src, &sources, err);
+    int rc = cfs_sources_list(v->src, v->detector, &sources, err);
     pthread_mutex_lock(&v->lock);
     bool same = rc == 0 && v->catalog_ino && unchanged(v, &sources);
     pthread_mutex_unlock(&v->lock);
@@ -527,7 +528,7 @@ void cfs_volume_set_cache(cfs_volume *v, cfs_cache *cache)
     cfs_copies_set_cache(v->copies, cache);
     cfs_source_list sources;
     cfs_err err;
-    if (cfs_sources_list(v->src, &sources, &err) == 0) {
+    if (cfs_sources_list(v->src, v->detector, &sources, &err) == 0) {
         cfs_copies_prune(v->copies, &sources);   /* copies of sources gone or changed since */
         cfs_sources_free(&sources);
     }
@@ -547,6 +548,15 @@ static int volume_unpack(void *ctx, const char *source, const char *codec, cfs_p
             progress = v->ds[i]->p.progress;
     pthread_mutex_unlock(&v->lock);
     return cfs_copies_get(v->copies, source, codec, progress, path, err);
+}
+
+/* R sources read their whole file at open: until the mount is up (the cache is set after the
+ * daemon forks), they wait to be opened in the background, as copies do. */
+static bool volume_defer(void *ctx, const char *source)
+{
+    (void)source;
+    const cfs_volume *v = ctx;
+    return v->cache == NULL;
 }
 
 cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache *cache,
@@ -572,13 +582,19 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
         return NULL;
     }
     v->opts.layout.space = v->work_space;
+    cfs_isolation iso = cfs_options_isolation(&v->opts);
+    if (!(v->detector = cfs_detector_new(&iso))) {
+        cfs_volume_close(v);
+        cfs_err_oom(err);
+        return NULL;
+    }
     if (unpacked_dir) {
         if (!(v->copies = cfs_copies_new(unpacked_dir))) {
             cfs_volume_close(v);
             cfs_err_oom(err);
             return NULL;
         }
-        v->opts.unpack = (cfs_unpacker){volume_unpack, v};
+        v->opts.unpack = (cfs_unpacker){.copy = volume_unpack, .defer = volume_defer, .ctx = v};
         cfs_copies_set_cache(v->copies, cache);
     }
     if (build(v, err) < 0) {
@@ -614,6 +630,7 @@ void cfs_volume_close(cfs_volume *v)
     free(v->ds);
     cfs_space_free(v->work_space);     /* after the datasets: their jobs hold space */
     cfs_copies_free(v->copies);        /* after the datasets: they read the copies */
+    cfs_detector_free(v->detector);
     free(v->src);
     pthread_mutex_destroy(&v->lock);
     pthread_mutex_destroy(&v->refreshing);
@@ -954,7 +971,7 @@ static char *status_text(cfs_volume *v)
         bool working = !p->refused && cfs_progress_get(p->progress, element, sizeof element,
                                                        &fraction);
         if (p->pending && !working) {
-            snprintf(element, sizeof element, "decompressing");
+            snprintf(element, sizeof element, "opening");
             working = true;
         }
         cfs_reader_fault damage = p->damage;
