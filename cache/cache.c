@@ -59,6 +59,7 @@ enum { INDEX_FORMAT = 2 };
 enum { DROPS_LOGGED = 20 };
 
 static void flush_touches(cfs_cache *c);
+static bool make_room(cfs_cache *c, uint64_t need);
 
 static int db_exec(cfs_cache *c, const char *sql, cfs_err *err)
 {
@@ -186,7 +187,7 @@ static int read_clock(cfs_cache *c)
     return 0;
 }
 
-static int make_dirs(const char *dir, cfs_err *err)
+int cfs_cache_make_dir(const char *dir, cfs_err *err)
 {
     char *p = strdup(dir);
     if (!p)
@@ -334,7 +335,7 @@ static int64_t empty_folder(cfs_cache *c)
 
 cfs_cache *cfs_cache_open(const char *dir, uint64_t max_bytes, FILE *log, cfs_err *err)
 {
-    if (make_dirs(dir, err) < 0)
+    if (cfs_cache_make_dir(dir, err) < 0)
         return NULL;
     cfs_cache *c = calloc(1, sizeof *c);
     if (!c || !(c->dir = strdup(dir))) {
@@ -381,6 +382,9 @@ cfs_cache *cfs_cache_open(const char *dir, uint64_t max_bytes, FILE *log, cfs_er
     if (log && created && (why.msg[0] || adopted > 0))
         fprintf(log, "cellucid-fs: cache index %s %s: rebuilt from its entry files (%lld kept)\n",
                 path, why.msg[0] ? why.msg : "was missing", (long long)adopted);
+    /* Within the bound from the start: cache_size may be smaller than last time, and entries
+     * taken back may be ones a crash caught being evicted. */
+    make_room(c, 0);
     return c;
 }
 
@@ -444,15 +448,17 @@ int64_t cfs_cache_size(cfs_cache *c, const void *key, size_t key_len)
     return rc < 0 ? -1 : size;
 }
 
-/* Under the lock: opens the entry's file. An open file keeps its bytes even if the entry is
- * evicted meanwhile, so a reader never sees a vanished entry. */
+/* Under the lock: opens the entry's file (-1: no row; -2: a row whose file cannot be opened).
+ * An open file keeps its bytes even if the entry is evicted meanwhile, so a reader never sees a
+ * vanished entry. */
 static int open_entry(cfs_cache *c, const void *key, size_t key_len, int64_t *id, int64_t *size)
 {
     if (find(c, key, key_len, id, size) < 0)
         return -1;
     char path[4096];
     entry_path(c, *id, path, sizeof path);
-    return open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return fd >= 0 ? fd : -2;
 }
 
 /* Under the lock: forgets the entry (row and file) whose file was not what its row says. */
@@ -679,6 +685,15 @@ int cfs_cache_get(cfs_cache *c, const void *key, size_t key_len, cfs_cache_produ
     for (;;) {
         int64_t id, size;
         int fd = trusted ? open_entry(c, key, key_len, &id, &size) : -1;
+        if (fd == -2) {     /* made again; the row goes if its file is gone */
+            if (errno == ENOENT) {
+                cfs_err why;
+                cfs_err_set(&why, "is missing");
+                drop_entry(c, id, key_len, size, &why);
+            }
+            trusted = false;
+            continue;
+        }
         if (fd >= 0) {
             pthread_mutex_unlock(&c->lock);
             size_t before = out->len;

@@ -36,6 +36,8 @@ typedef struct cfs_cache_stats {
     uint64_t dropped;           /* entries whose file was not what the index says */
 } cfs_cache_stats;
 
+/* Creates the cache folder (and its parents) if need be; cfs_cache_open does it too. */
+int cfs_cache_make_dir(const char *dir, cfs_err *err);
 /* log (may be NULL) gets a line when the index is rebuilt, entries stop or resume being
  * stored, the bound is lowered to the disk, or an entry is dropped. */
 cfs_cache *cfs_cache_open(const char *dir, uint64_t max_bytes, FILE *log, cfs_err *err);

@@ -441,18 +441,22 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
     snprintf(unpacked, sizeof unpacked, "%s/unpacked", cache_dir);
     /* Everything that can fail loudly happens before the daemon detaches from the terminal. */
     cfs_err err = {0};
-    cfs_cache *probe = cfs_cache_open(cache_dir, opts->cache_size, stderr, &err);
-    if (!probe) {
-        fprintf(stderr, "cellucid-fs: %s\n", err.msg);
-        return 1;
-    }
-    cfs_cache_close(probe);
-    /* Held until the daemon exits: it is inherited across the daemon's fork. */
-    int lock = cfs_guard_lock_cache(cache_dir, &err);
+    /* The lock before the cache is opened: opening reconciles the folder, which would take
+     * away the temporaries and new entries of a daemon using it. Held until the daemon exits:
+     * it is inherited across the daemon's fork. */
+    int lock = cfs_cache_make_dir(cache_dir, &err) == 0 ? cfs_guard_lock_cache(cache_dir, &err)
+                                                         : -1;
     if (lock < 0) {
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);
         return 1;
     }
+    cfs_cache *probe = cfs_cache_open(cache_dir, opts->cache_size, stderr, &err);
+    if (!probe) {
+        fprintf(stderr, "cellucid-fs: %s\n", err.msg);
+        close(lock);
+        return 1;
+    }
+    cfs_cache_close(probe);
     mkdir(work, 0700);
     mkdir(unpacked, 0700);
     cfs_volume *vol = cfs_volume_open(src, opts, NULL, work, unpacked, stderr, &err);

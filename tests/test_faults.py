@@ -484,8 +484,8 @@ def test_source_changed_during_layout(cfs, mounts, versions, tmp_path, how):
     files = sorted(f for f in want1 if f.startswith(("big.zarr/X/", "big.zarr/layers/")))
     readers = Readers(m.mnt, files)
     assert readers.started.wait(10)
-    wait_until(lambda: big_progress(m)[0] == "X" and big_progress(m)[1] >= 0.3, 30,
-               "the layout pass of X to be a third done")
+    wait_until(lambda: big_progress(m)[0] in ("X", "layers/counts") and big_progress(m)[1] >= 0.3, 30,
+               "a layout pass to be a third done")
     changed = time.monotonic()
     change_source(src / "big.h5ad", how, v2)
     counts = check_results(readers.join(), [want1, want2], changed)
@@ -540,3 +540,178 @@ def test_source_changed_during_reads(cfs, mounts, versions, tmp_path, how):
     assert counts["after"] > 0, f"every read was done before the change: {counts}"
     wait_until(lambda: settled(m, how, want2), LIVE + 30, f"the {how} source to be served as it is now")
     assert_alive(m)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. kill -9 during an eviction and during a decompression into the cache
+
+
+def kill_when(m, pred, timeout, what):
+    """SIGKILLs the daemon the moment pred() holds (polled every millisecond)."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        assert m.proc.poll() is None, m.stderr()[-2000:]
+        time.sleep(0.001)
+    m.kill9()
+
+
+def test_kill9_during_eviction_then_remount(cfs, mounts, tmp_path):
+    """A 1 MiB cache evicts at nearly every chunk: the daemon is killed the moment an entry's
+    file goes (its row deleted, its file unlinked, the next victim perhaps half gone), twice.
+    The next mount on the same cache counts exactly the entries whose files are there, leaves
+    no temporary, keeps the bound and serves every byte right."""
+    src, want = faults_folder(cfs, tmp_path)
+    cache, mnt = tmp_path / "cache", tmp_path / "mnt"
+    files = sorted(want)
+    for crash in range(2):
+        m = mounts(src, mnt=mnt, cache=cache, opts=["cache_size=1M"])
+        readers = Readers(m.mnt, files[crash::2], n=2)
+        assert readers.started.wait(10)
+        held = {}
+
+        def an_entry_went():
+            now = set(cache_entries(cache))
+            gone = set(held.get("last", ())) - now
+            held["last"] = now
+            return bool(gone) and cache_stats_quiet(m).get("evicted", 0) > 0
+
+        kill_when(m, an_entry_went, 60, "an eviction")
+        read = [(rel, got) for rel, got, _ in readers.join() if not isinstance(got, int)]
+        assert read and all(got == want[rel] for rel, got in read), "a read before the kill was wrong"
+    m = mounts(src, mnt=mnt, cache=cache, opts=["cache_size=1M"])
+    c = cache_stats(m)
+    assert c["entries"] == len(cache_entries(cache)), (c, cache_entries(cache))
+    assert not leftovers(cache), leftovers(cache)
+    with UsageMonitor(cache, m.pid) as mon:
+        matched, eio = read_against(m.mnt, [want])
+    assert not eio, eio[:10]
+    assert mon.peak <= 1 << 20, mon.peak
+    assert_alive(m)
+
+
+def cache_stats_quiet(m):
+    try:
+        return m.status()["cache"]
+    except (OSError, ValueError):
+        return {}
+
+
+@pytest.fixture(scope="module")
+def gzipped_big(cfs, big, tmp_path_factory):
+    """(folder holding big.h5ad.gz of 100,000 cells, the export of the uncompressed file)."""
+    import gzip
+    d = tmp_path_factory.mktemp("gzipped")
+    plain = d / "plain"
+    plain.mkdir()
+    shutil.copyfile(big(100_000), plain / "big.h5ad")
+    want = export_bytes(cfs, plain, d / "out")
+    src = d / "src"
+    src.mkdir()
+    with open(big(100_000), "rb") as fin, gzip.GzipFile(src / "big.h5ad.gz", "wb", compresslevel=1,
+                                                         mtime=0) as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+    return src, want
+
+
+def test_kill9_during_decompression_then_remount(cfs, mounts, gzipped_big, tmp_path):
+    """The daemon is killed while it decompresses x.h5ad.gz into the cache's unpacked/ (its copy
+    half written): the next mount on the same cache removes the half copy, makes the copy
+    again, serves the store right (the export of the uncompressed file) and leaves one copy."""
+    src, want = gzipped_big
+    cache, mnt = tmp_path / "cache", tmp_path / "mnt"
+    unpacked = cache / "unpacked"
+    m = mounts(src, mnt=mnt, cache=cache)
+
+    def half_written():
+        part = [p for p in unpacked.iterdir() if ".tmp-" in p.name] if unpacked.is_dir() else []
+        return bool(part) and all(p.stat().st_size > (1 << 20) for p in part)
+
+    kill_when(m, half_written, 60, "a half-written copy in unpacked/")
+    assert [p for p in unpacked.iterdir() if ".tmp-" in p.name], sorted(os.listdir(unpacked))
+    m = mounts(src, mnt=mnt, cache=cache)
+    wait_until(lambda: m.status()["sources"][0]["state"] == "ready", 120, "the copy to be made again")
+    copies = sorted(os.listdir(unpacked))
+    assert len(copies) == 1 and copies[0].endswith(".copy"), copies
+    assert not leftovers(cache), leftovers(cache)
+    files = [f for f in want if not f.startswith(("big.zarr/X/", "big.zarr/layers/"))]
+    files += sorted(f for f in want if f.startswith("big.zarr/X/data/"))[:4]
+    matched, eio = read_against(m.mnt, [want], files)
+    assert not eio, eio[:10]
+    assert_alive(m)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. the daemon's address space limited below what a layout wants
+
+
+def limit_address_space(pid, headroom):
+    """prlimit --as on the running daemon: what it maps now plus headroom bytes."""
+    with open(f"/proc/{pid}/status", encoding="utf-8") as fh:
+        size = next(int(l.split()[1]) * 1024 for l in fh if l.startswith("VmSize:"))
+    limit = size + headroom
+    r = subprocess.run(["prlimit", f"--pid={pid}", f"--as={limit}:{limit}"], capture_output=True, text=True)
+    assert r.returncode == 0, describe(r)
+    return limit
+
+
+@pytest.mark.skipif(bool(os.environ.get("CELLUCID_FS_NO_RLIMIT")),
+                    reason="a sanitizer's shadow memory does not fit under an address-space limit")
+@pytest.mark.parametrize("memory", ["16M", "1G"])
+def test_memory_limit_below_the_layout(cfs, mounts, big, tmp_path, memory):
+    """The daemon may map only 256 MiB more than it does once mounted (ulimit -v, set with
+    prlimit): with -o memory=16M the layout of a 40,000-cell matrix fits and every byte is
+    right; with -o memory=1G it cannot, and its chunks fail with EIO and a line that says
+    to lower -o memory, while the rest of the store is served right and the mount lives."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(big(40_000), src / "big.h5ad")
+    want = export_bytes(cfs, src, tmp_path / "out", "-o", f"memory={memory}")
+    m = mounts(src, opts=[f"memory={memory}"])
+    limit_address_space(m.pid, 256 << 20)
+    matched, eio = read_against(m.mnt, [want])
+    assert_alive(m)
+    if memory == "16M":
+        assert not eio, eio[:10]
+        return
+    assert eio and all(laid_out(rel) for rel in eio), eio[:10]
+    log = m.stderr()
+    assert "out of memory" in log and "-o memory" in log, log[-3000:]
+    st = m.status()["sources"][0]
+    assert "-o memory" in st.get("chunk_failure", ""), st
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. a second daemon refused on a cache in use leaves it as it is
+
+
+def test_refused_second_daemon_leaves_the_cache_alone(cfs, mounts, tmp_path):
+    """A daemon refused because the cache folder is in use must not open (and so reconcile)
+    that cache first: the running daemon's temporaries and entries stay as they are. An entry
+    whose file went between mounts loses its row at the next open and is made again."""
+    src = copy_fixtures(tmp_path / "src", ["csr_f32"])
+    want = export_bytes(cfs, src, tmp_path / "out")
+    cache = tmp_path / "cache"
+    m = mounts(src, cache=cache)
+    read_against(m.mnt, [want])
+    entries = cache_entries(cache)
+    in_flight = cache / f"tmp-{m.pid}-999999"       # as a store of the running daemon leaves it
+    in_flight.write_bytes(b"being written")
+    other = tmp_path / "other"
+    other.mkdir()
+    r = run_cfs(cfs, "mount", "-f", "-o", f"cache_dir={cache}", src, other, timeout=30)
+    assert r.returncode == 1 and "is in use by another cellucid-fs mount" in r.stderr, describe(r)
+    assert in_flight.exists(), "the refused daemon reconciled the cache in use"
+    assert cache_entries(cache) == entries
+    in_flight.unlink()
+    m.stop()
+
+    # an entry's file lost between mounts: its row goes at open, the entry is made again
+    (cache / entries[0]).unlink()
+    m = mounts(src, cache=cache)
+    c = cache_stats(m)
+    assert c["entries"] == len(entries) - 1, c
+    matched, eio = read_against(m.mnt, [want])
+    assert not eio
+    c = cache_stats(m)
+    assert c["produced"] == 1 and c["entries"] == len(entries) == len(cache_entries(cache)), c

@@ -638,6 +638,19 @@ static int sparse_pass(sparse_engine *e, cfs_err *err)
     return rc;
 }
 
+/* A pass bounded by -o memory that ran out of memory: the process may allocate less than that
+ * (ulimit -v, a container's limit), and retrying will not help; lowering the bound will. */
+static int memory_failure(const cfs_engine_opts *o, cfs_err *err)
+{
+    if (err->status != CFS_ENOMEM)
+        return -1;
+    char was[sizeof err->msg / 2];
+    snprintf(was, sizeof was, "%.400s", err->msg);
+    return cfs_err_setc(err, CFS_ENOMEM, "%s: its layout works in -o memory=%.0fM, more than "
+                        "this process could allocate (ulimit -v?); lower -o memory",
+                        was, (double)o->memory / (1 << 20));
+}
+
 /* In the job's thread (cfs_job_acquire_part). */
 static int sparse_run(cfs_job *job, cfs_err *err)
 {
@@ -645,8 +658,10 @@ static int sparse_run(cfs_job *job, cfs_err *err)
     cfs_progress_begin(e->opts.progress, e->label);
     int rc = sparse_pass(e, err);
     cfs_progress_end(e->opts.progress, e->label);
+    if (rc < 0)
+        return memory_failure(&e->opts, err);
     /* A finished job's results may give way to other work; it runs again when read again. */
-    if (rc == 0 && cfs_space_hold(e->opts.space, job) < 0)
+    if (cfs_space_hold(e->opts.space, job) < 0)
         rc = cfs_err_oom(err);
     return rc;
 }
@@ -917,7 +932,7 @@ static int dense_run(cfs_job *job, cfs_err *err)
     cfs_progress_begin(e->opts.progress, e->label);
     int rc = dense_pass(e, err);
     cfs_progress_end(e->opts.progress, e->label);
-    return rc == 0 ? hold_results(&e->opts, job, err) : rc;
+    return rc == 0 ? hold_results(&e->opts, job, err) : memory_failure(&e->opts, err);
 }
 
 static void dense_drop(cfs_job *job)

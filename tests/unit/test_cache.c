@@ -200,6 +200,14 @@ static void test_cache_entries_checked(void)
     cfs_cache_stats_get(c, &st);
     CHECK(st.dropped == 1 && st.entries == 2);
     cfs_cache_close(c);
+    /* Opened with a smaller bound: within it from the start. */
+    c = cfs_cache_open(dir, 1500, NULL, &err);
+    CHECK(c != NULL);
+    if (c) {
+        cfs_cache_stats_get(c, &st);
+        CHECK(st.entries == 1 && st.bytes <= 1500 && st.evicted == 1);
+        cfs_cache_close(c);
+    }
     cfs_buf_free(&b);
     unit_remove_folder(dir);
 }
