@@ -10,6 +10,7 @@
 #include "embedding.h"
 #include "identity.h"
 #include "layout.h"
+#include "path.h"
 
 void cfs_prepared_refuse(cfs_prepared *p, const char *reason)
 {
@@ -56,7 +57,9 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
 {
     cfs_err err = {0};
     cfs_layout_opts layout = opts->layout;
-    layout.progress = p->progress = cfs_progress_new(p->source, opts->layout.log);
+    const char *shown = opts->shown_root ? cfs_path_shown(opts->shown_root, p->source)
+                                         : p->source;
+    layout.progress = p->progress = cfs_progress_new(shown, opts->layout.log);
     cfs_cellucid_meta meta;
     if (open_source(p, opts, &err) < 0 && !p->ds && err.status == CFS_ERETRY) {
         p->pending = true;

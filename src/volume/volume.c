@@ -11,6 +11,7 @@
 #include "catalog.h"
 #include "chunking.h"
 #include "copies.h"
+#include "path.h"
 #include "prepare.h"
 #include "sources.h"
 #include "store.h"
@@ -265,16 +266,10 @@ static void note_stale(stale_names *s, const char *name)
     }
 }
 
-/* A source as status.json and the log show it: its path below SRC (status.json is served with the stores,
- * to anyone: the folder's place on the machine is nobody's business), or SRC's own name when
- * the source is SRC itself. */
+/* A source as status.json and the log show it: below SRC. */
 static const char *shown_source(const cfs_volume *v, const char *source)
 {
-    size_t n = strlen(v->src);
-    if (strncmp(source, v->src, n) == 0 && source[n] == '/' && source[n + 1])
-        return source + n + 1;
-    const char *slash = strrchr(v->src, '/');
-    return strcmp(source, v->src) == 0 && slash && slash[1] ? slash + 1 : source;
+    return cfs_path_shown(v->src, source);
 }
 
 /* Under the lock: takes a freshly opened version in as a new live entry. Its version is the
@@ -573,6 +568,7 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
         return NULL;
     }
     v->opts.layout.space = v->work_space;
+    v->opts.shown_root = v->src;
     cfs_isolation iso = cfs_options_isolation(&v->opts);
     if (!(v->detector = cfs_detector_new(&iso))) {
         cfs_volume_close(v);

@@ -60,6 +60,17 @@ static void test_path_join(void)
     CHECK(joins_to("a/b", "c/d", "a/b/c/d"));
 }
 
+/* A mount's sources as its log and status.json name them: below SRC, never where SRC lies. */
+static void test_path_shown(void)
+{
+    CHECK(strcmp(cfs_path_shown("/home/u/data", "/home/u/data/x.h5ad"), "x.h5ad") == 0);
+    CHECK(strcmp(cfs_path_shown("/home/u/data", "/home/u/data/run/outs"), "run/outs") == 0);
+    CHECK(strcmp(cfs_path_shown("/home/u/data", "/home/u/data"), "data") == 0);
+    CHECK(strcmp(cfs_path_shown("/home/u/data", "/home/u/database.h5ad"),
+                 "/home/u/database.h5ad") == 0);
+    CHECK(strcmp(cfs_path_shown("/home/u/data", "/home/u/data/"), "/home/u/data/") == 0);
+}
+
 /* A folder's entries: sorted, hidden ones skipped; a missing folder is -1. */
 static void test_path_list(void)
 {
@@ -297,6 +308,7 @@ void unit_base(void)
 {
     test_error_status();
     test_path_join();
+    test_path_shown();
     test_path_list();
     test_numbers();
     test_strdupf();
