@@ -86,7 +86,7 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
 static int name_one(cfs_prepared *p, cfs_err *err)
 {
     char *stem = cfs_source_stem(p->source);
-    p->name = stem ? cfs_identity_name(p->ds, stem) : NULL;
+    p->name = stem ? cfs_identity_name(p->ds, stem, p->id) : NULL;
     free(stem);
     if (!p->name || cfs_identity_apply(p->ds, p->id, p->name, err) < 0)
         return cfs_err_oom(err);
