@@ -11,6 +11,7 @@
 #include "identity.h"
 #include "layout.h"
 #include "path.h"
+#include "strfmt.h"
 
 void cfs_prepared_refuse(cfs_prepared *p, const char *reason)
 {
@@ -211,21 +212,20 @@ void cfs_prepared_report(const cfs_prepared *p, const char *shown, FILE *log)
 {
     const char *name = shown ? shown : p->source;
     if (p->pending) {
-        fprintf(log, "cellucid-fs: %s: decompressing into the cache; served when done\n",
-                name);
+        cfs_log(log, "%s: decompressing into the cache; served when done", name);
         return;
     }
     if (p->refused) {
-        fprintf(log, "cellucid-fs: %s: refused: %s\n", name, p->refused);
+        cfs_log(log, "%s: refused: %s", name, p->refused);
         return;
     }
     for (size_t i = 0; i < p->ds->nleftout; i++)
-        fprintf(log, "cellucid-fs: %s: left out %s: %s\n", name, p->ds->leftout[i].element,
+        cfs_log(log, "%s: left out %s: %s", name, p->ds->leftout[i].element,
                 p->ds->leftout[i].reason);
     if (p->id_clashed)
-        fprintf(log, "cellucid-fs: %s: id clash: another source has the same id, so this one is "
-                     "served as '%s'\n", name, p->id);
+        cfs_log(log, "%s: id clash: another source has the same id, so this one is served as "
+                "'%s'", name, p->id);
     if (!p->embedding)
-        fprintf(log, "cellucid-fs: %s: not in datasets.json: %s\n", name,
+        cfs_log(log, "%s: not in datasets.json: %s", name,
                 p->ds->no_embedding_hint ? p->ds->no_embedding_hint : CFS_NO_EMBEDDING_ADVICE);
 }
