@@ -755,7 +755,7 @@ static int chunk_bytes(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, 
         e->active++;
     pthread_mutex_unlock(&v->lock);
     if (!usable)
-        return cfs_err_set(err, "%s changed or was removed", e->p.source);
+        return cfs_err_set(err, "%s changed or was removed", shown_source(v, e->p.source));
     int rc = chunk_bytes_of(v, ds, node, idx, out, err);
     pthread_mutex_lock(&v->lock);
     note_chunk_result(e, node, idx, rc < 0 ? err->msg : NULL);
