@@ -313,7 +313,7 @@ int cfs_export(const char *src, const char *out, const cfs_options *opts_in, boo
         return cfs_err_oom(err);
     options.layout.workdir = work;
     /* Decompressed copies of compressed inputs live in the work folder, gone with it. */
-    options.unpack = (cfs_unpacker){cfs_unpacked_in_folder, work};
+    options.unpack = (cfs_unpacker){.copy = cfs_unpacked_in_folder, .ctx = work};
     int rc = export_with_workdir(src, out, opts, force, log, work, err);
     free(work);
     return rc;

@@ -187,14 +187,17 @@ static void detected_format(const char *path, char *name, size_t len)
     snprintf(name, len, "%s", found.format);
 }
 
-/* A compressed copy a format reads only from disk is decompressed into a temporary folder,
- * removed again by close_input. */
+/* A compressed copy a format reads only from disk, or a compressed input of a format that
+ * reads it whole (R's), is decompressed into a temporary folder, removed again by close_input. */
 static int open_input(const char *path, cfs_dataset **ds, char *tmpdir, size_t len,
                       cfs_reader_fault *fault, cfs_err *err)
 {
     const char *codec = NULL;
     tmpdir[0] = '\0';
-    if (!cfs_format_needs_unpack(path, &codec))
+    /* a compressed R file too: from its copy, its large vectors are not held in memory */
+    bool from_copy = (cfs_format_reads_whole(path, &codec) && codec) ||
+                     cfs_format_needs_unpack(path, &codec);
+    if (!from_copy)
         return open_isolated(path, ds, fault, err);
     const char *tmp = getenv("TMPDIR");
     snprintf(tmpdir, len, "%s/cellucid-fs-inspect-XXXXXX", tmp && *tmp ? tmp : "/tmp");

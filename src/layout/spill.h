@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "fileio.h"
 
 typedef struct cfs_spill {
     int fd;
@@ -19,8 +20,5 @@ int cfs_spill_open(cfs_spill *s, const char *workdir, size_t buffer, cfs_err *er
 int cfs_spill_append(cfs_spill *s, const void *data, size_t len, cfs_err *err);
 int cfs_spill_flush(cfs_spill *s, cfs_err *err);
 void cfs_spill_close(cfs_spill *s);
-/* Whole-buffer positional I/O: short transfers are retried, never returned. */
-int cfs_pread_full(int fd, void *buf, size_t len, uint64_t off, cfs_err *err);
-int cfs_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, cfs_err *err);
 
 #endif
