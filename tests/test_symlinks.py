@@ -37,6 +37,33 @@ def test_links_out_of_src_are_not_followed(mounts, tmp_path):
     assert sorted(status(m)) == ["good.h5ad", "inside.h5ad"]
 
 
+def test_chains_loops_and_dotdot_inside(cfs, mounts, tmp_path):
+    """A link is judged by where it ends, all links resolved: a '..' that stays inside is
+    followed, a chain of links inside that ends outside is not, a loop is skipped without
+    hanging; SRC given through a link is SRC. There is no option to follow links out (nothing
+    in `cellucid-fs --help` does): export what they lead to instead."""
+    src, outside = tmp_path / "src", tmp_path / "outside"
+    (src / "sub").mkdir(parents=True)
+    outside.mkdir()
+    shutil.copy(H5AD, src / "good.h5ad")
+    shutil.copy(H5AD, outside / "secret.h5ad")
+    os.symlink("sub/../good.h5ad", src / "dotdot_inside.h5ad")
+    os.symlink(outside / "secret.h5ad", src / "sub" / "hop")
+    os.symlink("sub/hop", src / "chain.h5ad")
+    os.symlink("loop_b.h5ad", src / "loop_a.h5ad")
+    os.symlink("loop_a.h5ad", src / "loop_b.h5ad")
+    os.symlink(src, tmp_path / "src_link")
+    m = mounts(tmp_path / "src_link")
+    assert stores(m) == ["dotdot_inside.zarr", "good.zarr"]
+    assert sorted(status(m)) == ["dotdot_inside.h5ad", "good.h5ad"]
+    r = run_cfs(cfs, "--help")
+    assert "symlink" not in r.stdout.lower() and "follow" not in r.stdout.lower(), r.stdout
+    r = run_cfs(cfs, "export", tmp_path / "src_link", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == \
+        ["datasets.json", "dotdot_inside.zarr", "good.zarr"]
+
+
 def run_with(tmp_path, relink):
     """A copy of pbmc_v3 in SRC whose files named by relink are moved out and symlinked back."""
     src, outside = tmp_path / "src", tmp_path / "outside"
