@@ -193,8 +193,8 @@ def mount(binary, src, mnt, cache, opts, logdir):
     return m
 
 
-def nginx_on(root, workdir):
-    n = Nginx(root, workdir)
+def nginx_on(root, workdir, http_extra=""):
+    n = Nginx(root, workdir, http_extra)
     n.start()
     ALL_PROCS.append(n.proc)
     return n
@@ -367,60 +367,71 @@ def read_all(port, store_id, keys, min_seconds=0.0):
 
 def hammer(port, store_id, keys, want, clients, seconds, seed):
     """clients threads fetching random keys for `seconds`. Returns a dict of counts."""
+    samples = []
+
+    def check(store, key, t, t_end, status, body, error):
+        out = {"requests": 1, "bytes": len(body) if body is not None else 0}
+        what = error or (f"HTTP {status}" if status != 200 else None)
+        if what is None and (len(body) != want[key][0] or digest(body) != want[key][1]):
+            out["wrong"] = 1
+            what = f"{len(body)} bytes differ from the export's {want[key][0]}"
+        elif what is not None:
+            out["errors"] = 1
+        if what is not None and len(samples) < 10:
+            samples.append(f"{key}: {what}")
+        return out
+
+    got = run_clients(port, [(store_id, k) for k in keys], clients, seconds, seed, check)
+    return {"requests": got.get("requests", 0), "errors": got.get("errors", 0) + got["hung"],
+            "wrong": got.get("wrong", 0), "bytes": got.get("bytes", 0), "seconds": got["seconds"],
+            "hung": got["hung"], "samples": samples}
+
+
+def run_clients(port, targets, clients, seconds, seed, check):
+    """`clients` threads fetching random (store, file) pairs for `seconds`; check(store, key,
+    t_start, t_end, status, body, error) classifies each request into the returned counts."""
     stop = threading.Event()
-    results = [None] * clients
+    counts = [None] * clients
     start = threading.Barrier(clients + 1)
 
     def worker(k):
         rng = random.Random(seed * 1000 + k)
-        c = Client(port, timeout=60)
-        n = err = wrong = nbytes = 0
-        samples = []
+        c = Client(port, timeout=120)
+        mine = {}
         try:
-            start.wait(30)
+            start.wait(60)
         except threading.BrokenBarrierError:
             return
         deadline = time.monotonic() + seconds
         while not stop.is_set() and time.monotonic() < deadline:
-            key = rng.choice(keys)
-            n += 1
+            store, key = rng.choice(targets)
+            t = time.monotonic()
+            status = body = error = None
             try:
-                status, body = c.get(f"{store_id}.zarr/{key}")
+                status, body = c.get(f"{store}.zarr/{key}")
             except (OSError, http.client.HTTPException) as e:
-                err += 1
-                if len(samples) < 5:
-                    samples.append(f"{key}: {e!r}")
-                continue
-            nbytes += len(body)
-            if status != 200:
-                err += 1
-                if len(samples) < 5:
-                    samples.append(f"{key}: HTTP {status}")
-            elif len(body) != want[key][0] or digest(body) != want[key][1]:
-                wrong += 1
-                if len(samples) < 5:
-                    samples.append(f"{key}: {len(body)} bytes differ from the export's {want[key][0]}")
+                error = repr(e)
+            for name, n in check(store, key, t, time.monotonic(), status, body, error).items():
+                mine[name] = mine.get(name, 0) + n
         c.close()
-        results[k] = (n, err, wrong, nbytes, samples)
+        counts[k] = mine
 
     threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(clients)]
     for t in threads:
         t.start()
     try:
-        start.wait(30)
+        start.wait(60)
         t0 = time.perf_counter()
         for t in threads:
-            t.join(seconds + 120)
+            t.join(seconds + 180)
         elapsed = time.perf_counter() - t0
     finally:
         stop.set()
-    hung = sum(t.is_alive() for t in threads)
-    done = [r for r in results if r is not None]
-    return {
-        "requests": sum(r[0] for r in done), "errors": sum(r[1] for r in done) + hung,
-        "wrong": sum(r[2] for r in done), "bytes": sum(r[3] for r in done), "seconds": elapsed,
-        "hung": hung, "samples": [s for r in done for s in r[4]][:10],
-    }
+    total = {"hung": sum(t.is_alive() for t in threads), "seconds": elapsed}
+    for mine in counts:
+        for name, n in (mine or {}).items():
+            total[name] = total.get(name, 0) + n
+    return total
 
 
 # ---------------------------------------------------------------------------------------------
@@ -644,6 +655,64 @@ def bench(args, binary, work):
     }), flush=True)
 
 
+def binary_and_workdir(args, prefix, what):
+    """(the binary, resolved; the work folder: --workdir, else a new one under /tmp named
+    prefix...; whether it was made here), once the binary and FUSE are there (else exits)."""
+    binary = str(Path(args.binary).resolve())
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"{binary}: not an executable cellucid-fs; build it or pass --binary")
+    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
+        sys.exit(f"{what} needs /dev/fuse and fusermount3 (Debian package fuse3)")
+    made_workdir = args.workdir is None
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp") if made_workdir else args.workdir).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    return binary, work, made_workdir
+
+
+def run_guarded(body, work, keep, made_workdir, remove_own):
+    """Runs body(); whatever happens (an error, Ctrl-C, SIGTERM), then stops nginx and every
+    mount and checks that none is left. The work folder goes if the script made it (else
+    remove_own() removes what the script made in it), unless keep or a mount is left. Returns
+    the exit status."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # even if started with SIGINT ignored
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    status = 0
+    try:
+        body()
+    except KeyboardInterrupt:
+        log("interrupted")
+        status = 130
+    except Interrupted as e:
+        log(f"interrupted ({e})")
+        status = 143
+    except Exception as e:  # noqa: BLE001  (report it, then clean up)
+        log(f"error: {e}")
+        status = 1
+        for mnt in ALL_MOUNTS:
+            tail = mnt.log_tail()
+            if tail.strip():
+                log(f"--- {mnt.log_path} ---\n{tail}")
+    finally:
+        # nothing interrupts the cleanup
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)
+        problems = cleanup()
+        left = [m.mnt for m in ALL_MOUNTS if mounted(m.mnt)]
+        if problems:
+            log("cleanup problems:\n  " + "\n  ".join(problems))
+            status = status or 1
+        else:
+            log(f"cleanup: {len(ALL_MOUNTS)} mounts unmounted, {len(ALL_PROCS)} processes gone")
+        if keep or left:
+            log(f"kept {work}" + (f" (still mounted: {left})" if left else ""))
+        elif made_workdir:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            remove_own()
+    return status
+
+
 def nginx_version():
     try:
         r = subprocess.run([test_nginx.nginx_binary(), "-v"], capture_output=True, text=True)
@@ -677,55 +746,16 @@ def main():
     if args.cold_runs < 1 or args.passes < 1 or args.clients < 1 or args.many < 1:
         p.error("--cold-runs, --passes, --clients and --many must be at least 1")
 
-    binary = str(Path(args.binary).resolve())
-    if not os.access(binary, os.X_OK):
-        sys.exit(f"{binary}: not an executable cellucid-fs; build it or pass --binary")
-    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
-        sys.exit("the mount benchmark needs /dev/fuse and fusermount3 (Debian package fuse3)")
-    made_workdir = args.workdir is None
-    work = Path(tempfile.mkdtemp(prefix="cfs-bench-mount-", dir="/tmp") if made_workdir else args.workdir).resolve()
-    work.mkdir(parents=True, exist_ok=True)
+    binary, work, made_workdir = binary_and_workdir(args, "cfs-bench-mount-", "the mount benchmark")
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)   # even if started with SIGINT ignored
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, on_signal)
-    status = 0
-    try:
-        bench(args, binary, work)
-    except KeyboardInterrupt:
-        log("interrupted")
-        status = 130
-    except Interrupted as e:
-        log(f"interrupted ({e})")
-        status = 143
-    except Exception as e:  # noqa: BLE001  (report it, then clean up)
-        log(f"error: {e}")
-        status = 1
-        for mnt in ALL_MOUNTS:
-            tail = mnt.log_tail()
-            if tail.strip():
-                log(f"--- {mnt.log_path} ---\n{tail}")
-    finally:
-        # nothing interrupts the cleanup
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(s, signal.SIG_IGN)
-        problems = cleanup()
-        left = [m.mnt for m in ALL_MOUNTS if mounted(m.mnt)]
-        if problems:
-            log("cleanup problems:\n  " + "\n  ".join(problems))
-            status = status or 1
-        else:
-            log(f"cleanup: {len(ALL_MOUNTS)} mounts unmounted, {len(ALL_PROCS)} processes gone")
-        if args.keep or left:
-            log(f"kept {work}" + (f" (still mounted: {left})" if left else ""))
-        elif made_workdir:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            for q in work.iterdir():    # only what this script made
-                ours = (q.name in OWN_NAMES or q.name.startswith(("cache-a", "cache-d", "nginx-"))) \
-                    and not (args.input and q.resolve() == Path(args.input).resolve())
-                if ours:
-                    shutil.rmtree(q, ignore_errors=True) if q.is_dir() else q.unlink(missing_ok=True)
+    def remove_own():
+        for q in work.iterdir():    # only what this script made
+            ours = (q.name in OWN_NAMES or q.name.startswith(("cache-a", "cache-d", "nginx-"))) \
+                and not (args.input and q.resolve() == Path(args.input).resolve())
+            if ours:
+                shutil.rmtree(q, ignore_errors=True) if q.is_dir() else q.unlink(missing_ok=True)
+
+    status = run_guarded(lambda: bench(args, binary, work), work, args.keep, made_workdir, remove_own)
     sys.exit(status)
 
 

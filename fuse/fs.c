@@ -24,6 +24,7 @@
 #include "files.h"
 #include "guard.h"
 #include "mount.h"
+#include "strfmt.h"
 
 enum { LONG_TIMEOUT = 86400 };
 
@@ -177,7 +178,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     if (rc < 0) {
         if (rc == -EIO)     /* the volume's message names the file */
-            fprintf(stderr, "cellucid-fs: %s\n", err.msg);
+            cfs_log(stderr, "%s", err.msg);
         fuse_reply_err(req, -rc);
         return;
     }
@@ -274,7 +275,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void read_failed(fuse_req_t req, fuse_ino_t ino, const cfs_err *err)
 {
     /* Never a partial or wrong chunk: the read fails and the mount goes on. */
-    fprintf(stderr, "cellucid-fs: inode %llu: %s\n", (unsigned long long)ino, err->msg);
+    cfs_log(stderr, "inode %llu: %s", (unsigned long long)ino, err->msg);
     fuse_reply_err(req, EIO);
 }
 

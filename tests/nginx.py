@@ -37,6 +37,7 @@ http {{
     include /etc/nginx/mime.types;
     default_type application/octet-stream;
     sendfile on;
+{http_extra}
     server {{
         listen 127.0.0.1:{port};
         root {root};
@@ -76,8 +77,11 @@ def free_port():
 class Nginx:
     """nginx serving `root` (a folder, e.g. a mount point) on 127.0.0.1:self.port."""
 
-    def __init__(self, root, workdir):
+    def __init__(self, root, workdir, http_extra=""):
+        """http_extra: directives added to the http block (bench/bench_soak.py: `aio threads;`,
+        so that one process serves many clients while reads of the mount block)."""
         self.root = Path(root)
+        self.http_extra = http_extra
         self.dir = Path(workdir)
         self.proc = None
         self.port = None
@@ -94,7 +98,8 @@ class Nginx:
         for attempt in range(5):
             self.port = free_port()
             conf = self.dir / "nginx.conf"
-            conf.write_text(CONF.format(d=self.dir, port=self.port, root=self.root))
+            conf.write_text(CONF.format(d=self.dir, port=self.port, root=self.root,
+                                        http_extra=self.http_extra))
             out = open(self.dir / "stdout.log", "ab")
             self.proc = subprocess.Popen(
                 [binary, "-p", str(self.dir), "-c", str(conf), "-e", str(self.dir / "error.log")],

@@ -104,7 +104,7 @@ static hid_t dataset_open(hid_t loc, const char *name, hid_t *dapl, cfs_err *err
         cfs_err_set(err, "'%s' has no readable creation properties", name);
         return -1;
     }
-    if (check_filters(dcpl, err) < 0) {
+    if (check_filters(dcpl, err) < 0 || cfs_h5_dataset_in_file(dset, err) < 0) {
         H5Pclose(dcpl);
         H5Dclose(dset);
         return -1;

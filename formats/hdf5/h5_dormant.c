@@ -171,6 +171,12 @@ static char *object_path(hid_t obj)
 
 cfs_h5_dset *cfs_h5_dset_keep(hid_t dset, hid_t dapl, cfs_err *err)
 {
+    if (cfs_h5_dataset_in_file(dset, err) < 0) {
+        H5Dclose(dset);
+        if (dapl != H5P_DEFAULT)
+            H5Pclose(dapl);
+        return NULL;
+    }
     cfs_h5_dset *d = calloc(1, sizeof *d);
     file_rec *f = d ? record_of(dset, err) : NULL;
     if (d && f && (d->path = object_path(dset)) && add_dset(f, d) == 0) {

@@ -26,8 +26,8 @@
 typedef struct cfs_h5_dset cfs_h5_dset;
 
 /* Takes over dset, an open dataset; dapl is the access property list it is opened again with
- * (taken over too; H5P_DEFAULT for none). NULL with err if it cannot be kept (dset and dapl are
- * then closed). */
+ * (taken over too; H5P_DEFAULT for none). NULL with err if it cannot be kept, or if its values
+ * are in another file (cfs_h5_dataset_in_file): dset and dapl are then closed. */
 cfs_h5_dset *cfs_h5_dset_keep(hid_t dset, hid_t dapl, cfs_err *err);
 /* The dataset's id, opened again if it was closed; valid until the lock is released. -1 with
  * err if the file cannot be opened again. */

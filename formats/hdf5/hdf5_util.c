@@ -49,6 +49,10 @@ static void h5_init(void)
      * plugin folder only for ids not registered, so these are the ones used. */
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     cfs_h5_filters_register();
+    /* Nothing outside the input is read: without its class, libhdf5 cannot traverse an external
+     * link (a link to an object of another file), however it is reached (a soft link to one,
+     * or a path through one). The readers refuse one they meet with a reason. */
+    H5Lunregister(H5L_TYPE_EXTERNAL);
 }
 
 void cfs_h5_lock(void)
@@ -64,6 +68,28 @@ void cfs_h5_lock(void)
 void cfs_h5_unlock(void)
 {
     pthread_mutex_unlock(&h5_mutex);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Datasets whose values are elsewhere */
+
+int cfs_h5_dataset_in_file(hid_t dset, cfs_err *err)
+{
+    hid_t dcpl = H5Dget_create_plist(dset);
+    if (dcpl < 0)
+        return cfs_err_set(err, "its storage properties cannot be read");
+    int external = H5Pget_external_count(dcpl);
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    H5Pclose(dcpl);
+    if (external != 0)
+        return cfs_err_setc(err, CFS_EREFUSED, "its values are kept in another file (HDF5 "
+                            "external storage), which is not read; re-write the file with the "
+                            "values inside it");
+    if (layout == H5D_VIRTUAL)
+        return cfs_err_setc(err, CFS_EREFUSED, "it is a virtual dataset, whose values are kept "
+                            "in other datasets or files, which are not read; re-write the file "
+                            "with the values inside it");
+    return layout < 0 ? cfs_err_set(err, "its storage layout cannot be read") : 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -108,4 +108,9 @@ long long cfs_h5_probe_offset(cfs_probe_input *in);
  */
 int cfs_h5_probe(cfs_probe_input *in, int (*bid)(hid_t file, void *ctx), void *ctx);
 
+/* 0 if the values of dataset dset are in its own file; -1 with the reason when libhdf5 would
+ * read them from another file (external storage, or a virtual dataset): nothing outside the
+ * input is read, whatever its bytes say. */
+int cfs_h5_dataset_in_file(hid_t dset, cfs_err *err);
+
 #endif

@@ -87,3 +87,12 @@ int cfs_path_inside(const char *path, const char *root)
         return 1;
     return strncmp(rp, rs, n) == 0 && (rp[n] == '\0' || rp[n] == '/');
 }
+
+const char *cfs_path_shown(const char *root, const char *path)
+{
+    size_t n = strlen(root);
+    if (strncmp(path, root, n) == 0 && path[n] == '/' && path[n + 1])
+        return path + n + 1;
+    const char *slash = strrchr(root, '/');
+    return strcmp(path, root) == 0 && slash && slash[1] ? slash + 1 : path;
+}

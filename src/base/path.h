@@ -23,4 +23,9 @@ void cfs_path_list_free(char **names, size_t n);
  * read through a symlink leading out of it. */
 int cfs_path_inside(const char *path, const char *root);
 
+/* How path, below root or root itself, is shown to those a mount publishes to: below root, or
+ * root's own name when it is root (where root lies on the machine is nobody's business); path
+ * itself when it is neither. Points into path or root. */
+const char *cfs_path_shown(const char *root, const char *path);
+
 #endif

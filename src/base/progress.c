@@ -1,4 +1,5 @@
 #include "progress.h"
+#include "strfmt.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -76,8 +77,7 @@ void cfs_progress_note(cfs_progress *p, const char *element, double fraction)
     int decile = (int)(p->fraction * 10);
     if (p->log && decile > p->decile && seconds_since(&p->started) > 2.0) {
         p->decile = decile;
-        fprintf(p->log, "cellucid-fs: %s: laying out %s: %d%%\n", p->source, element,
-                decile * 10);
+        cfs_log(p->log, "%s: laying out %s: %d%%", p->source, element, decile * 10);
     }
     pthread_mutex_unlock(&p->lock);
 }

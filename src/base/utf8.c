@@ -1,5 +1,6 @@
 #include "utf8.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,33 @@ char *cfs_text_to_utf8(const char *s, size_t len)
     size_t j = 0;
     for (size_t i = 0; i < len; i++)
         j += cfs_utf8_put(out + j, u[i]);
+    out[j] = '\0';
+    return out;
+}
+
+char *cfs_text_shown(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc(4 * n + 1);
+    if (!out)
+        return NULL;
+    const unsigned char *u = (const unsigned char *)s;
+    size_t j = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = 0;
+        size_t len = cfs_utf8_decode(u + i, n - i, &cp);
+        if (len == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f)) {
+            /* A byte that is not UTF-8, or a control character: its bytes written out. */
+            size_t k = len ? len : 1;
+            for (size_t b = 0; b < k; b++)
+                j += (size_t)sprintf(out + j, "\\x%02X", u[i + b]);
+            i += k;
+        } else {
+            memcpy(out + j, u + i, len);
+            j += len;
+            i += len;
+        }
+    }
     out[j] = '\0';
     return out;
 }

@@ -25,4 +25,10 @@ size_t cfs_utf8_put(char *out, uint32_t cp);
  * are valid UTF-8, else each byte taken as Latin-1. NULL on allocation failure. */
 char *cfs_text_to_utf8(const char *s, size_t len);
 
+/* Text of any bytes as a log line or status.json shows it to people: valid UTF-8 as it is, but
+ * each control character (C0, DEL, C1) and each byte that is not UTF-8 written as \xHH, so a
+ * file's name or a damaged element's cannot break a line, forge one, or move a terminal's
+ * cursor. A malloc'd copy; NULL when out of memory. */
+char *cfs_text_shown(const char *s);
+
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cellucid_text.h"
 #include "identity.h"
 #include "priority.h"
 #include "utf8.h"
@@ -137,36 +138,6 @@ static bool read_counts(const cfs_elem *el, uint64_t **vals, uint64_t *n)
     return ok;
 }
 
-/* Cellucid's text rule: no white space at either end, no character without a glyph (controls,
- * zero-width characters). */
-static bool glyphless(uint32_t cp)
-{
-    return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x200b && cp <= 0x200f) ||
-           (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2064) || cp == 0xfeff;
-}
-
-static bool white_space(uint32_t cp)
-{
-    return cp == ' ' || (cp >= 0x09 && cp <= 0x0d) || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
-           (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
-           cp == 0x205f || cp == 0x3000;
-}
-
-static bool text_ok(const char *s, bool may_be_empty)
-{
-    size_t n = strlen(s);
-    if (n == 0)
-        return may_be_empty;
-    uint32_t cp = 0;
-    for (size_t i = 0; i < n;) {
-        size_t len = cfs_utf8_decode((const unsigned char *)s + i, n - i, &cp);
-        if (len == 0 || glyphless(cp) || (i == 0 && white_space(cp)))
-            return false;
-        i += len;
-    }
-    return !white_space(cp);
-}
-
 /* An absolute http(s) URL with a host. */
 static bool url_ok(const char *s)
 {
@@ -221,7 +192,7 @@ static verdict check_id(checker *c, cfs_elem *el)
 static verdict check_text_key(checker *c, cfs_elem *el, bool may_be_empty)
 {
     char *s = read_text(el);
-    verdict v = s && text_ok(s, may_be_empty) ? KEEP
+    verdict v = s && cfs_cellucid_text_ok(s, may_be_empty) ? KEEP
               : wrong(c, "'%s' is not text without white space at its ends or characters with "
                          "no glyph", el->name);
     free(s);
@@ -248,7 +219,7 @@ static verdict check_reference(checker *c, cfs_elem *el, const char *text_key)
         cfs_elem *f = el->children[i];
         char *s = read_text(f);
         bool is_text = strcmp(f->name, text_key) == 0, is_url = strcmp(f->name, "url") == 0;
-        bool ok = s && ((is_text && text_ok(s, false)) || (is_url && url_ok(s)));
+        bool ok = s && ((is_text && cfs_cellucid_text_ok(s, false)) || (is_url && url_ok(s)));
         free(s);
         if (!ok)
             return wrong(c, "'%s/%s' is %s", el->name, f->name,
@@ -422,7 +393,7 @@ static const char *default_wrong(checker *c, cfs_elem *el)
         return read_integer(el, &v, &huge) && v > 0 ? NULL : "not a positive integer";
     if (strcmp(k, "vectorFieldDefault") == 0) {
         char *s = read_text(el);
-        bool ok = s && text_ok(s, false);
+        bool ok = s && cfs_cellucid_text_ok(s, false);
         free(s);
         return ok ? NULL : "not a vector field id";
     }

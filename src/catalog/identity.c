@@ -1,5 +1,6 @@
 #include "identity.h"
 #include "format.h"
+#include "cellucid_text.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -96,18 +97,6 @@ static cfs_elem *mapping_child(const cfs_elem *parent, const char *name)
     return el && el->kind == CFS_EL_DICT ? el : NULL;
 }
 
-/* Cellucid's text rule: no leading or trailing white space, no control characters. */
-static bool text_valid(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || isspace((unsigned char)s[0]) || isspace((unsigned char)s[n - 1]))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-            return false;
-    return true;
-}
-
 char *cfs_identity_source_id(const cfs_dataset *ds)
 {
     const cfs_elem *meta = mapping_child(mapping_child(ds->root, "uns"), "cellucid");
@@ -119,19 +108,22 @@ char *cfs_identity_source_id(const cfs_dataset *ds)
     return id;
 }
 
-char *cfs_identity_name(const cfs_dataset *ds, const char *fallback)
+char *cfs_identity_name(const cfs_dataset *ds, const char *stem, const char *id)
 {
     const cfs_elem *uns = mapping_child(ds->root, "uns");
     char *candidates[2] = {string_scalar(mapping_child(uns, "cellucid"), "name"),
                            string_scalar(uns, "title")};
     char *name = NULL;
     for (int i = 0; i < 2; i++) {
-        if (!name && candidates[i] && text_valid(candidates[i]))
+        if (!name && candidates[i] && cfs_cellucid_text_ok(candidates[i], false))
             name = candidates[i];
         else
             free(candidates[i]);
     }
-    return name ? name : strdup(fallback);
+    /* A file's name may hold any bytes but '/' and NUL: the name keeps what is text of it. */
+    if (!name)
+        name = cfs_cellucid_text_from(stem);
+    return name ? name : strdup(id);
 }
 
 static cfs_elem *scalar_elem(const char *key, cfs_dtype dtype, void *value)

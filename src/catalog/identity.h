@@ -17,8 +17,9 @@ char *cfs_source_stem(const char *path);
 char *cfs_id_from_name(const char *name);
 /* The source's own valid uns['cellucid']['id'], or NULL (caller frees). */
 char *cfs_identity_source_id(const cfs_dataset *ds);
-/* uns['cellucid']['name'], else uns['title'], else fallback (caller frees). */
-char *cfs_identity_name(const cfs_dataset *ds, const char *fallback);
+/* uns['cellucid']['name'], else uns['title'] (each only if it is text by Cellucid's rule), else
+ * the text of stem (cfs_cellucid_text_from), else id (caller frees; NULL when out of memory). */
+char *cfs_identity_name(const cfs_dataset *ds, const char *stem, const char *id);
 /* Sets uns/cellucid/{schema=1, id, name}, keeping the source's other keys. */
 int cfs_identity_apply(cfs_dataset *ds, const char *id, const char *name, cfs_err *err);
 

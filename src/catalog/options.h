@@ -29,6 +29,9 @@ typedef struct cfs_options {
     cfs_codec_id codec;
     cfs_layout_opts layout;
     cfs_unpacker unpack;            /* set by the front end, not by -o */
+    /* Set by the front end: log lines name sources as cfs_path_shown(shown_root, source) (the
+     * mount's SRC); NULL: by the path given. */
+    const char *shown_root;
     /* Readers in worker processes (-o isolate, reader_timeout, reader_memory); memory 0 until
      * cfs_options_isolation gives the default. */
     cfs_isolation isolate;

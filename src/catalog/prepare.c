@@ -10,6 +10,8 @@
 #include "embedding.h"
 #include "identity.h"
 #include "layout.h"
+#include "path.h"
+#include "strfmt.h"
 
 void cfs_prepared_refuse(cfs_prepared *p, const char *reason)
 {
@@ -73,7 +75,9 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
 {
     cfs_err err = {0};
     cfs_layout_opts layout = opts->layout;
-    layout.progress = p->progress = cfs_progress_new(p->source, opts->layout.log);
+    const char *shown = opts->shown_root ? cfs_path_shown(opts->shown_root, p->source)
+                                         : p->source;
+    layout.progress = p->progress = cfs_progress_new(shown, opts->layout.log);
     cfs_cellucid_meta meta;
     if (open_source(p, opts, &err) < 0 && !p->ds && err.status == CFS_ERETRY) {
         p->pending = true;
@@ -100,7 +104,7 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
 static int name_one(cfs_prepared *p, cfs_err *err)
 {
     char *stem = cfs_source_stem(p->source);
-    p->name = stem ? cfs_identity_name(p->ds, stem) : NULL;
+    p->name = stem ? cfs_identity_name(p->ds, stem, p->id) : NULL;
     free(stem);
     if (!p->name || cfs_identity_apply(p->ds, p->id, p->name, err) < 0)
         return cfs_err_oom(err);
@@ -225,21 +229,21 @@ void cfs_prepared_report(const cfs_prepared *p, const char *shown, FILE *log)
 {
     const char *name = shown ? shown : p->source;
     if (p->pending) {
-        fprintf(log, "cellucid-fs: %s: opened in the background (decompressed into the cache "
-                "first if compressed); served when done\n", name);
+        cfs_log(log, "%s: opened in the background (decompressed into the cache first if "
+                "compressed); served when done", name);
         return;
     }
     if (p->refused) {
-        fprintf(log, "cellucid-fs: %s: refused: %s\n", name, p->refused);
+        cfs_log(log, "%s: refused: %s", name, p->refused);
         return;
     }
     for (size_t i = 0; i < p->ds->nleftout; i++)
-        fprintf(log, "cellucid-fs: %s: left out %s: %s\n", name, p->ds->leftout[i].element,
+        cfs_log(log, "%s: left out %s: %s", name, p->ds->leftout[i].element,
                 p->ds->leftout[i].reason);
     if (p->id_clashed)
-        fprintf(log, "cellucid-fs: %s: id clash: another source has the same id, so this one is "
-                     "served as '%s'\n", name, p->id);
+        cfs_log(log, "%s: id clash: another source has the same id, so this one is served as "
+                "'%s'", name, p->id);
     if (!p->embedding)
-        fprintf(log, "cellucid-fs: %s: not in datasets.json: %s\n", name,
+        cfs_log(log, "%s: not in datasets.json: %s", name,
                 p->ds->no_embedding_hint ? p->ds->no_embedding_hint : CFS_NO_EMBEDDING_ADVICE);
 }

@@ -11,9 +11,12 @@
 #include "catalog.h"
 #include "chunking.h"
 #include "copies.h"
+#include "path.h"
 #include "prepare.h"
 #include "sources.h"
 #include "store.h"
+#include "strfmt.h"
+#include "utf8.h"
 
 typedef enum vn_kind { VN_ROOT, VN_CATALOG, VN_STATUS, VN_DIR, VN_DOC, VN_CHUNK } vn_kind;
 
@@ -265,16 +268,10 @@ static void note_stale(stale_names *s, const char *name)
     }
 }
 
-/* A source as status.json and the log show it: its path below SRC (status.json is served with the stores,
- * to anyone: the folder's place on the machine is nobody's business), or SRC's own name when
- * the source is SRC itself. */
+/* A source as status.json and the log show it: below SRC. */
 static const char *shown_source(const cfs_volume *v, const char *source)
 {
-    size_t n = strlen(v->src);
-    if (strncmp(source, v->src, n) == 0 && source[n] == '/' && source[n + 1])
-        return source + n + 1;
-    const char *slash = strrchr(v->src, '/');
-    return strcmp(source, v->src) == 0 && slash && slash[1] ? slash + 1 : source;
+    return cfs_path_shown(v->src, source);
 }
 
 /* Under the lock: takes a freshly opened version in as a new live entry. Its version is the
@@ -505,8 +502,8 @@ static void *open_waiting(void *arg)
 {
     cfs_volume *v = arg;
     cfs_err err = {0};
-    if (cfs_volume_refresh(v, &err) < 0 && v->log)
-        fprintf(v->log, "cellucid-fs: %s\n", err.msg);
+    if (cfs_volume_refresh(v, &err) < 0)
+        cfs_log(v->log, "%s", err.msg);
     return NULL;
 }
 
@@ -582,6 +579,7 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
         return NULL;
     }
     v->opts.layout.space = v->work_space;
+    v->opts.shown_root = v->src;
     cfs_isolation iso = cfs_options_isolation(&v->opts);
     if (!(v->detector = cfs_detector_new(&iso))) {
         cfs_volume_close(v);
@@ -779,7 +777,7 @@ static int chunk_bytes(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, 
         e->active++;
     pthread_mutex_unlock(&v->lock);
     if (!usable)
-        return cfs_err_set(err, "%s changed or was removed", e->p.source);
+        return cfs_err_set(err, "%s changed or was removed", shown_source(v, e->p.source));
     int rc = chunk_bytes_of(v, ds, node, idx, out, err);
     pthread_mutex_lock(&v->lock);
     note_chunk_result(e, node, idx, rc < 0 ? err->msg : NULL);
@@ -938,12 +936,23 @@ int cfs_volume_readdir(cfs_volume *v, uint64_t ino, uint64_t from,
     return 0;
 }
 
+/* Text of status.json as cfs_text_shown shows it (names and reasons come from the inputs, and
+ * jansson takes UTF-8 alone: a source named in Latin-1 was missing); null for NULL. */
+static json_t *shown_json(const char *s)
+{
+    char *t = s ? cfs_text_shown(s) : NULL;
+    json_t *j = t ? json_string(t) : s ? NULL : json_null();
+    free(t);
+    return j;
+}
+
 /* A source whose reader worker was lost: what happened, for status.json. */
 static json_t *damage_json(const cfs_reader_fault *f)
 {
-    return json_pack("{s:s, s:s?, s:s, s:s?, s:i}", "what", f->what, "signal",
+    return json_pack("{s:s, s:s?, s:s, s:o, s:i}", "what", f->what, "signal",
                      f->signal[0] ? f->signal : NULL, "operation", f->operation, "element",
-                     f->element[0] ? f->element : NULL, "workers_lost", (int)f->count);
+                     shown_json(f->element[0] ? f->element : NULL), "workers_lost",
+                     (int)f->count);
 }
 
 /* Why a source is damaged, when it is still served (a worker lost reading one element). */
@@ -963,9 +972,10 @@ static char *status_text(cfs_volume *v)
         const cfs_prepared *p = &v->ds[i]->p;
         json_t *left = json_array();
         for (size_t k = 0; p->ds && k < p->ds->nleftout; k++)
-            json_array_append_new(left, json_pack("{s:s, s:s}", "element",
-                                                  p->ds->leftout[k].element, "reason",
-                                                  p->ds->leftout[k].reason));
+            json_array_append_new(left, json_pack("{s:o, s:o}", "element",
+                                                  shown_json(p->ds->leftout[k].element),
+                                                  "reason",
+                                                  shown_json(p->ds->leftout[k].reason)));
         char element[256];
         double fraction = 0;
         bool working = !p->refused && cfs_progress_get(p->progress, element, sizeof element,
@@ -982,11 +992,13 @@ static char *status_text(cfs_volume *v)
             damage_reason(&damage, damaged, sizeof damaged);
         const char *state = damage.happened ? "damaged" : p->refused ? "refused"
                             : working ? "working" : "ready";
-        json_t *e = json_pack("{s:s, s:s?, s:s?, s:s?, s:s, s:s?, s:b, s:o}", "source",
-                              shown_source(v, p->source), "id", p->refused ? NULL : p->id, "format",
-                              p->ds ? p->ds->format : NULL, "version",
-                              p->ds ? p->ds->format_version : NULL, "state", state, "reason",
-                              p->refused ? p->refused : damage.happened ? damaged : NULL,
+        json_t *e = json_pack("{s:o, s:s?, s:s?, s:o, s:s, s:o, s:b, s:o}", "source",
+                              shown_json(shown_source(v, p->source)), "id",
+                              p->refused ? NULL : p->id, "format", p->ds ? p->ds->format : NULL,
+                              "version", shown_json(p->ds ? p->ds->format_version : NULL),
+                              "state", state, "reason",
+                              shown_json(p->refused          ? p->refused
+                                         : damage.happened ? damaged : NULL),
                               "in_catalog", p->ds && p->embedding, "left_out", left);
         if (damage.happened)
             json_object_set_new(e, "damage", damage_json(&damage));
@@ -996,15 +1008,16 @@ static char *status_text(cfs_volume *v)
                                                        (json_int_t)asked.requests, "rows",
                                                        (json_int_t)asked.rows));
         if (working)
-            json_object_set_new(e, "progress", json_pack("{s:s, s:f}", "element", element,
-                                                         "fraction", fraction));
+            json_object_set_new(e, "progress", json_pack("{s:o, s:f}", "element",
+                                                         shown_json(element), "fraction",
+                                                         fraction));
         if (v->ds[i]->chunk_failure)
-            json_object_set_new(e, "chunk_failure", json_string(v->ds[i]->chunk_failure));
+            json_object_set_new(e, "chunk_failure", shown_json(v->ds[i]->chunk_failure));
         if (p->ds && !p->embedding)
             json_object_set_new(e, "not_in_catalog",
-                                json_string(p->ds->no_embedding_hint
-                                                ? p->ds->no_embedding_hint
-                                                : CFS_NO_EMBEDDING_ADVICE));
+                                shown_json(p->ds->no_embedding_hint
+                                               ? p->ds->no_embedding_hint
+                                               : CFS_NO_EMBEDDING_ADVICE));
         json_array_append_new(list, e);
     }
     pthread_mutex_unlock(&v->lock);

@@ -60,6 +60,17 @@ static void test_path_join(void)
     CHECK(joins_to("a/b", "c/d", "a/b/c/d"));
 }
 
+/* A mount's sources as its log and status.json name them: below SRC, never where SRC lies. */
+static void test_path_shown(void)
+{
+    CHECK(strcmp(cfs_path_shown("/home/u/data", "/home/u/data/x.h5ad"), "x.h5ad") == 0);
+    CHECK(strcmp(cfs_path_shown("/home/u/data", "/home/u/data/run/outs"), "run/outs") == 0);
+    CHECK(strcmp(cfs_path_shown("/home/u/data", "/home/u/data"), "data") == 0);
+    CHECK(strcmp(cfs_path_shown("/home/u/data", "/home/u/database.h5ad"),
+                 "/home/u/database.h5ad") == 0);
+    CHECK(strcmp(cfs_path_shown("/home/u/data", "/home/u/data/"), "/home/u/data/") == 0);
+}
+
 /* A folder's entries: sorted, hidden ones skipped; a missing folder is -1. */
 static void test_path_list(void)
 {
@@ -253,6 +264,26 @@ static void test_text_to_utf8(void)
     free(s);
 }
 
+static bool shown_as(const char *text, const char *want)
+{
+    char *s = cfs_text_shown(text);
+    bool same = s && strcmp(s, want) == 0;
+    free(s);
+    return same;
+}
+
+/* What a log line and status.json show of any bytes: UTF-8 kept, the rest written out. */
+static void test_text_shown(void)
+{
+    CHECK(shown_as("pbmc.h5ad", "pbmc.h5ad") && shown_as("", ""));
+    CHECK(shown_as("\xe5\x90\x8d \xc3\xa9", "\xe5\x90\x8d \xc3\xa9"));
+    CHECK(shown_as("new\nline\t\x7f", "new\\x0Aline\\x09\\x7F"));
+    CHECK(shown_as("caf\xe9.h5ad", "caf\\xE9.h5ad"));
+    CHECK(shown_as("\x1b[2J", "\\x1B[2J"));
+    CHECK(shown_as("c1 \xc2\x85", "c1 \\xC2\\x85"));           /* U+0085, a C1 control */
+    CHECK(shown_as("cut \xe2\x82", "cut \\xE2\\x82"));         /* a sequence cut short */
+}
+
 static void count_free(void *reader)
 {
     (*(int *)reader)++;
@@ -297,6 +328,7 @@ void unit_base(void)
 {
     test_error_status();
     test_path_join();
+    test_path_shown();
     test_path_list();
     test_numbers();
     test_strdupf();
@@ -306,5 +338,6 @@ void unit_base(void)
     test_progress();
     test_utf8_put();
     test_text_to_utf8();
+    test_text_shown();
     test_model_construction();
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "catalog.h"
+#include "cellucid_text.h"
 #include "identity.h"
 #include "unit.h"
 
@@ -50,7 +51,35 @@ static void test_ids(void)
         free(ids[i]);
 }
 
+static bool text_from_is(const char *bytes, const char *want)
+{
+    char *got = cfs_cellucid_text_from(bytes);
+    bool same = want ? got && strcmp(got, want) == 0 : !got;
+    free(got);
+    return same;
+}
+
+/* A dataset named after a file whose name holds anything but '/' and NUL: text Cellucid takes. */
+static void test_text_rule(void)
+{
+    CHECK(cfs_cellucid_text_ok("PBMC 3k", false) && !cfs_cellucid_text_ok("", false));
+    CHECK(!cfs_cellucid_text_ok(" lead", false) && !cfs_cellucid_text_ok("trail\u00a0", false));
+    CHECK(!cfs_cellucid_text_ok("new\nline", false) && !cfs_cellucid_text_ok("a\xe2\x80\x8b" "b", false));
+    CHECK(!cfs_cellucid_text_ok("caf\xe9", false) && cfs_cellucid_text_ok("", true));
+    CHECK(text_from_is("new\nline", "new line"));
+    CHECK(text_from_is("\x1b[31mred", "[31mred"));
+    CHECK(text_from_is("caf\xe9", "caf\xc3\xa9"));             /* Latin-1 */
+    CHECK(text_from_is("\xe5\x90\x8d", "\xe5\x90\x8d"));      /* UTF-8 kept */
+    CHECK(text_from_is("  a\tb\x7f ", "a b"));
+    CHECK(text_from_is("a\xe2\x80\x8b", "a"));                 /* zero-width space at the end */
+    CHECK(text_from_is("\x01\x02 ", NULL) && text_from_is("", NULL));
+    char *long_name = cfs_cellucid_text_from("x/../y");
+    CHECK(long_name && strcmp(long_name, "x/../y") == 0 && cfs_cellucid_text_ok(long_name, false));
+    free(long_name);
+}
+
 void unit_catalog(void)
 {
     test_ids();
+    test_text_rule();
 }
