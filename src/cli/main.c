@@ -11,7 +11,7 @@
 #include "options.h"
 #include "format.h"
 #include "number.h"
-#include "worker.h"
+#include "forkserver.h"
 
 static const char usage[] =
     "Usage: cellucid-fs mount [-f] [-d] [-o OPT[,OPT...]] SRC MNT\n"
@@ -158,11 +158,12 @@ int main(int argc, char **argv)
         print_usage(stdout);
         return 0;
     }
-    /* A reader worker started by this program (src/isolate/spawn.c), not by people. */
-    uint64_t fd, memory;
-    if (strcmp(argv[1], CFS_WORKER_FLAG) == 0 && argc == 4 && cfs_parse_u64(argv[2], &fd) &&
-        fd < 1024 && cfs_parse_u64(argv[3], &memory))
-        return cfs_reader_worker_main((int)fd, memory);
+    /* The reader workers' fork server started by this program (src/isolate/spawn.c), not by
+     * people. */
+    uint64_t fd;
+    if (strcmp(argv[1], CFS_FORKSERVER_FLAG) == 0 && argc == 3 && cfs_parse_u64(argv[2], &fd) &&
+        fd < 1024)
+        return cfs_forkserver_main((int)fd);
     if (strcmp(argv[1], "--version") == 0) {
         printf("cellucid-fs %s\n", PACKAGE_VERSION);
         return 0;
