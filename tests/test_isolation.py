@@ -8,62 +8,16 @@ import json
 import os
 import shutil
 import time
-from pathlib import Path
 
 import anndata
 import numpy as np
 import pytest
 
-from conftest import FIXTURES_DIR, refused_lines, run_cfs
+from conftest import FIXTURES_DIR, refused_lines, run_cfs, workers_of, workers_of_binary, zombies_of
 
 BAD = FIXTURES_DIR / "damaged"
 GOOD = FIXTURES_DIR / "h5ad" / "nonascii.h5ad"
 FAULT_ENV = "CELLUCID_FS_TEST_READER_FAULT"
-
-
-WORKER = "cfs-reader"            # a reader worker's process name (src/isolate/worker.h)
-FORKSERVER = "cfs-forkserver"    # the process that forks them (src/isolate/forkserver.c)
-
-
-def processes():
-    """(pid, ppid, state, name) of every process."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        name, rest = stat.split(" (", 1)[1].rsplit(")", 1)
-        fields = rest.split()
-        out.append((int(d.name), int(fields[1]), fields[0], name))
-    return out
-
-
-def workers_of(pid):
-    """The reader workers of a daemon: its children (the fork server forks them as such)."""
-    return sorted(p for p, ppid, state, name in processes()
-                  if ppid == pid and name == WORKER and state != "Z")
-
-
-def zombies_of(pid):
-    return [p for p, ppid, state, name in processes() if ppid == pid and state == "Z"]
-
-
-def workers_of_binary(cfs):
-    """Workers and fork servers of this build anywhere (another build's are other tests'
-    business)."""
-    found = []
-    for p, ppid, state, name in processes():
-        if name not in (WORKER, FORKSERVER):
-            continue
-        try:
-            if os.path.realpath(f"/proc/{p}/exe") == os.path.realpath(cfs):
-                found.append(p)
-        except OSError:
-            pass
-    return found
 
 
 def status_of(mnt, source):

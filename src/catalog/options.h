@@ -25,8 +25,8 @@ typedef struct cfs_options {
     cfs_codec_id codec;
     cfs_layout_opts layout;
     cfs_unpacker unpack;            /* set by the front end, not by -o */
-    /* Readers in worker processes (-o isolate, reader_timeout, reader_memory); memory 0 until
-     * cfs_options_isolation gives the default. */
+    /* Readers in worker processes (-o isolate, reader_timeout, reader_memory, readers); memory
+     * 0 until cfs_options_isolation gives the default. */
     cfs_isolation isolate;
     /* mount only */
     char cache_dir[4096];           /* "" = the default */

@@ -45,6 +45,7 @@ static const char usage[] =
     "  -o isolate=off      read inputs in this process, not in worker processes\n"
     "  -o reader_timeout=S time limit of one read by a worker (default 60 s)\n"
     "  -o reader_memory=SIZE  memory limit of a worker (default 4 x memory + 1G)\n"
+    "  -o readers=N        worker processes alive at once (1 to 1024, default 16)\n"
     "  -o OPT              other options go to FUSE (mount: allow_other, ...)\n"
     "  -f, -d              stay in the foreground; -d also prints FUSE requests (mount)\n"
     "  --force             replace an existing OUT (export)\n"
