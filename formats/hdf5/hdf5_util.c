@@ -66,6 +66,12 @@ void cfs_h5_unlock(void)
     pthread_mutex_unlock(&h5_mutex);
 }
 
+void cfs_h5_preload(void)
+{
+    cfs_h5_lock();      /* the first call initialises the library */
+    cfs_h5_unlock();
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Signature, files, errors, groups */
 

@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "format.h"
 #include "worker.h"
 
 /* A child of the daemon, not of this process: the daemon then reaps it (and so learns whether a
@@ -46,7 +47,9 @@ static int receive(int fd, uint64_t *memory, int *sock)
     return 1;
 }
 
-/* In the new worker: it dies with the daemon (its parent now), as an exec'd worker would. */
+/* In the new worker: it dies with the daemon (its parent now), as an exec'd worker would. It
+ * ends without exit handlers: libhdf5's would tear down, page by page, a library the process is
+ * about to drop whole. */
 static void become_worker(int server, int sock, uint64_t memory, pid_t daemon)
 {
     close(server);
@@ -54,7 +57,7 @@ static void become_worker(int server, int sock, uint64_t memory, pid_t daemon)
     if (getppid() != daemon)
         _exit(127);
     prctl(PR_SET_NAME, CFS_WORKER_NAME);
-    exit(cfs_reader_worker_main(sock, memory));
+    _exit(cfs_reader_worker_main(sock, memory));
 }
 
 int cfs_forkserver_main(int fd)
@@ -62,6 +65,7 @@ int cfs_forkserver_main(int fd)
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_NAME, "cfs-forkserver");
     pid_t daemon = getppid();
+    cfs_format_preload();
     uint64_t memory;
     int sock;
     while (receive(fd, &memory, &sock)) {

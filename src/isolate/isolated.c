@@ -94,39 +94,50 @@ static void end_worker(handle *h, char *how, size_t len)
     pthread_mutex_unlock(&pool.lock);
 }
 
-/* Under the pool's lock: ends the least recently used idle worker (not h's); false if every
- * live worker is serving a request. The pool's lock is let go while the worker is ended. */
-static bool end_idle_worker(const handle *h)
+/* Under the pool's lock: the least recently used idle worker (not h's) with its lock taken, or
+ * NULL if every live worker is serving a request. */
+static handle *idle_worker(const handle *h)
 {
     handle *victim = pool.oldest;
     while (victim && (victim == h || pthread_mutex_trylock(&victim->lock) != 0))
         victim = victim->newer;
-    if (!victim)
-        return false;
-    pool_unlink(victim);
-    pool.live--;
-    victim->alive = false;
-    pthread_mutex_unlock(&pool.lock);
-    cfs_worker_end(&victim->w, NULL, 0);
-    pthread_mutex_unlock(&victim->lock);
-    pthread_mutex_lock(&pool.lock);
-    return true;
+    return victim;
 }
 
-/* Under h's lock, h without a worker: a place for one in the pool, made by ending the least
- * recently used idle worker, or waited for while every worker is serving. */
-static void pool_enter(handle *h)
+/* Under h's lock, h without a worker: a place in the pool, and the process of the least
+ * recently used idle worker when the pool is full (its source gets another at its next read);
+ * waited for while every worker is serving. True when h was handed a process; false when it
+ * must start one. */
+static bool pool_enter(handle *h)
 {
+    bool handed = false;
     pthread_mutex_lock(&pool.lock);
-    while (pool.live >= pool.limit && !end_idle_worker(h)) {
-        pool.waiting++;
-        pthread_cond_wait(&pool.idle, &pool.lock);
-        pool.waiting--;
+    while (pool.live >= pool.limit && !handed) {
+        handle *victim = idle_worker(h);
+        if (!victim) {
+            pool.waiting++;
+            pthread_cond_wait(&pool.idle, &pool.lock);
+            pool.waiting--;
+            continue;
+        }
+        pool_unlink(victim);
+        victim->alive = false;
+        if (victim->w.owner == getpid()) {
+            h->w = victim->w;
+            handed = true;
+        } else {
+            cfs_worker_end(&victim->w, NULL, 0);   /* the parent's, before the daemon forked */
+            pool.live--;
+        }
+        victim->w = (cfs_worker_proc){0, -1, 0};
+        pthread_mutex_unlock(&victim->lock);
     }
+    if (!handed)
+        pool.live++;
     pool_link_newest(h);
-    pool.live++;
     h->alive = true;
     pthread_mutex_unlock(&pool.lock);
+    return handed;
 }
 
 /* After a request on h (its lock let go): h is the most recently used, and its worker may be
@@ -259,12 +270,13 @@ static int read_status(handle *h, uint32_t len, int64_t deadline, bool *timed_ou
     return 0;
 }
 
-/* Under the lock: starts a worker and has it open the source; model receives its model.
- * 0; -1 when the source is refused (err); -2 when the worker was lost (fault kept). */
+/* Under the lock: a worker (one handed over by the pool, or a new one) opens the source; model
+ * receives its model. 0; -1 when the source is refused (err); -2 when the worker was lost
+ * (fault kept). */
 static int start_worker(handle *h, cfs_buf *model, cfs_err *err)
 {
-    pool_enter(h);
-    if (cfs_worker_spawn(h->exe, h->memory, &h->w, err) < 0) {
+    bool handed = pool_enter(h);
+    if (!handed && cfs_worker_spawn(h->exe, h->memory, &h->w, err) < 0) {
         end_worker(h, NULL, 0);
         return -1;
     }
@@ -280,6 +292,18 @@ static int start_worker(handle *h, cfs_buf *model, cfs_err *err)
         return cfs_err_oom(err);
     }
     int rc = cfs_wire_send(h->w.fd, CFS_WIRE_OPEN, req.data, req.len, deadline, err);
+    if (rc < 0 && handed) {
+        /* A worker handed over idle was gone before it heard of this source (killed from
+         * outside): this source is not to blame; a new worker is asked instead. */
+        cfs_worker_end(&h->w, NULL, 0);
+        rc = cfs_worker_spawn(h->exe, h->memory, &h->w, err) < 0 ? -3
+             : cfs_wire_send(h->w.fd, CFS_WIRE_OPEN, req.data, req.len, deadline, err);
+        if (rc == -3) {
+            cfs_buf_free(&req);
+            end_worker(h, NULL, 0);
+            return -1;
+        }
+    }
     cfs_buf_free(&req);
     if (rc == 0)
         rc = cfs_wire_recv_header(h->w.fd, &type, &len, MAX_MODEL, deadline, &timed_out, err);
