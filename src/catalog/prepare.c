@@ -10,6 +10,7 @@
 #include "embedding.h"
 #include "identity.h"
 #include "layout.h"
+#include "store.h"
 
 void cfs_prepared_refuse(cfs_prepared *p, const char *reason)
 {
@@ -80,7 +81,22 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
     p->raw_id = p->id ? strdup(p->id) : NULL;
 }
 
-static int name_one(cfs_prepared *p, cfs_err *err)
+/* The store is made once to know it can be (a source whose store cannot be made is refused
+ * now, not when it is read) and dropped: a front end makes it again when it needs it. */
+static void check_store(cfs_prepared *p, const cfs_options *opts)
+{
+    cfs_store_opts sopts = {opts->codec};
+    cfs_err err = {0};
+    cfs_store *st = cfs_store_new(p->ds, &sopts, &err);
+    if (st) {
+        cfs_store_free(st);
+        return;
+    }
+    cfs_isolated_fault(p->ds, &p->damage);
+    cfs_prepared_refuse(p, err.msg);
+}
+
+static int name_one(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
 {
     char *stem = cfs_source_stem(p->source);
     p->name = stem ? cfs_identity_name(p->ds, stem) : NULL;
@@ -88,6 +104,7 @@ static int name_one(cfs_prepared *p, cfs_err *err)
     if (!p->name || cfs_identity_apply(p->ds, p->id, p->name, err) < 0)
         return cfs_err_oom(err);
     p->embedding = cfs_embedding_first(p->ds);
+    check_store(p, opts);
     return 0;
 }
 
@@ -171,7 +188,7 @@ int cfs_prepare_reusing(const cfs_source_list *sources, const cfs_options *opts,
     for (size_t i = 0; known && i < out->n; i++)
         reopen_if_renamed(&out->items[i], &known[i], opts);
     for (size_t i = 0; i < out->n; i++)
-        if (out->items[i].ds && name_one(&out->items[i], err) < 0)
+        if (out->items[i].ds && name_one(&out->items[i], opts, err) < 0)
             return -1;
     return 0;
 }
