@@ -14,6 +14,7 @@
 #include "prepare.h"
 #include "sources.h"
 #include "store.h"
+#include "strset.h"
 
 typedef enum vn_kind { VN_ROOT, VN_CATALOG, VN_STATUS, VN_DIR, VN_DOC, VN_CHUNK } vn_kind;
 
@@ -93,13 +94,18 @@ static uint64_t add_vnode(cfs_volume *v, vnode n)
     return v->n;            /* ino = index + 1; 1 is the root */
 }
 
+/* Children arrays double when full (their length a power of two): the root of a folder of
+ * ten thousand sources is not copied ten thousand times. */
 static int add_child(cfs_volume *v, uint64_t parent, uint64_t child)
 {
     vnode *p = &v->v[parent - 1];
-    uint64_t *grown = realloc(p->children, (p->nchildren + 1) * sizeof *grown);
-    if (!grown)
-        return -1;
-    p->children = grown;
+    size_t n = p->nchildren;
+    if ((n & (n - 1)) == 0) {
+        uint64_t *grown = realloc(p->children, (n ? 2 * n : 1) * sizeof *grown);
+        if (!grown)
+            return -1;
+        p->children = grown;
+    }
     p->children[p->nchildren++] = child;
     return 0;
 }
@@ -217,14 +223,34 @@ static bool same_version(const struct stat *a, const struct stat *b)
            a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
-/* The live entry of a source at this version, if it is already served. */
-static ds_entry *find_live(cfs_volume *v, const char *source, const struct stat *version)
+/* Under the lock: the live entries by source, so that a pass over a folder of thousands of
+ * sources finds each in one step (NULL when out of memory: find_live then scans). The strings
+ * are the entries' own, which live until unmount. */
+static cfs_strset *index_live(const cfs_volume *v)
 {
+    cfs_strset *idx = cfs_strset_new(v->nds);
+    for (size_t i = 0; idx && i < v->nds; i++)
+        if (v->ds[i]->live && cfs_strset_add(idx, v->ds[i]->p.source, i) < 0) {
+            cfs_strset_free(idx);
+            return NULL;
+        }
+    return idx;
+}
+
+/* Where in v->ds the live entry of a source at this version is, if it is already served; -1
+ * if not. idx: index_live's (or NULL). */
+static ptrdiff_t find_live(const cfs_volume *v, const cfs_strset *idx, const char *source,
+                           const struct stat *version)
+{
+    if (idx) {
+        const uint64_t *k = cfs_strset_get(idx, source);
+        return k && same_version(&v->ds[*k]->version, version) ? (ptrdiff_t)*k : -1;
+    }
     for (size_t i = 0; i < v->nds; i++)
         if (v->ds[i]->live && strcmp(v->ds[i]->p.source, source) == 0 &&
             same_version(&v->ds[i]->version, version))
-            return v->ds[i];
-    return NULL;
+            return (ptrdiff_t)i;
+    return -1;
 }
 
 /* True when the folder's sources and their versions are exactly what is served. */
@@ -238,12 +264,14 @@ static bool unchanged(cfs_volume *v, const cfs_source_list *sources)
     }
     if (live != sources->n)
         return false;
-    for (size_t i = 0; i < sources->n; i++) {
+    cfs_strset *idx = index_live(v);
+    bool same = true;
+    for (size_t i = 0; i < sources->n && same; i++) {
         struct stat sb;
-        if (stat(sources->paths[i], &sb) < 0 || !find_live(v, sources->paths[i], &sb))
-            return false;
+        same = stat(sources->paths[i], &sb) == 0 && find_live(v, idx, sources->paths[i], &sb) >= 0;
     }
-    return true;
+    cfs_strset_free(idx);
+    return same;
 }
 
 static void remove_child(cfs_volume *v, uint64_t parent, uint64_t child)
@@ -393,17 +421,27 @@ static void retire(cfs_volume *v, ds_entry *e, stale_names *stale)
 static void retire_changed(cfs_volume *v, const cfs_source_list *sources,
                            const struct stat *now, stale_names *stale)
 {
+    cfs_strset *listed = cfs_strset_new(sources->n);
+    for (size_t i = 0; listed && i < sources->n; i++)
+        if (cfs_strset_add(listed, sources->paths[i], i) < 0) {
+            cfs_strset_free(listed);
+            listed = NULL;
+        }
     for (size_t k = 0; k < v->nds; k++) {
         ds_entry *e = v->ds[k];
         if (!e->live)
             continue;
         bool current = false;
-        for (size_t i = 0; i < sources->n && !current; i++)
+        const uint64_t *at = listed ? cfs_strset_get(listed, e->p.source) : NULL;
+        if (at)
+            current = same_version(&now[*at], &e->version);
+        for (size_t i = 0; !listed && i < sources->n && !current; i++)
             current = strcmp(sources->paths[i], e->p.source) == 0 &&
                       same_version(&now[i], &e->version);
         if (!current)
             retire(v, e, stale);
     }
+    cfs_strset_free(listed);
 }
 
 static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before,
@@ -414,16 +452,18 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
         return -1;
     int rc = 0;
     size_t old = v->nds;
+    cfs_strset *idx = index_live(v);    /* of the entries before this pass adds any */
     for (size_t i = 0; rc == 0 && i < set->n; i++) {
         cfs_prepared *p = &set->items[i];
-        ds_entry *same = find_live(v, p->source, &before[i]);
+        ptrdiff_t k = find_live(v, idx, p->source, &before[i]);
+        const ds_entry *same = k >= 0 ? v->ds[k] : NULL;
         if (same && !same->p.pending && (!same->p.id || !p->id || strcmp(same->p.id, p->id) == 0)) {
-            for (size_t k = 0; k < old; k++)
-                keep[k] |= v->ds[k] == same;
+            keep[k] = true;
             continue;
         }
         rc = adopt(v, p, &before[i], stale);
     }
+    cfs_strset_free(idx);
     for (size_t k = 0; k < old; k++)
         if (v->ds[k]->live && !keep[k])
             retire(v, v->ds[k], stale);
@@ -449,11 +489,14 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
 static void note_known(cfs_volume *v, const cfs_source_list *sources, const struct stat *now,
                        cfs_known_source *known)
 {
+    cfs_strset *idx = index_live(v);
     for (size_t i = 0; i < sources->n; i++) {
-        ds_entry *e = find_live(v, sources->paths[i], &now[i]);
+        ptrdiff_t k = find_live(v, idx, sources->paths[i], &now[i]);
+        const ds_entry *e = k >= 0 ? v->ds[k] : NULL;
         if (e && !e->p.pending)
             known[i] = (cfs_known_source){true, e->served ? e->p.raw_id : NULL, e->p.id};
     }
+    cfs_strset_free(idx);
 }
 
 int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
