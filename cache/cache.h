@@ -5,15 +5,19 @@
  *
  * Each entry is one file named by its row id in the index (DIR/<id>), written under a temporary
  * name (DIR/tmp-<pid>-<n>) and renamed into place; a SQLite index (WAL, DIR/index.sqlite)
- * records id, key (the whole key, unique), size and last use. At open, files without an
- * index row and rows without a file are dropped, so a crash never leaves an entry that is later
- * served wrong.
+ * records id, key (the whole key, unique), size and last use. The file also names its key and
+ * checksums its bytes (entry.h), and every read checks them: an index that lies is found out.
+ * At open, rows without their file are dropped and whole entry files without a row are taken
+ * back (an index lost or damaged is rebuilt from them), so a crash never leaves an entry that
+ * is later served wrong. A disk that fills before the bound is reached lowers the bound; bytes
+ * that cannot be stored are served all the same.
  */
 #ifndef CFS_CACHE_H
 #define CFS_CACHE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "buf.h"
 #include "error.h"
@@ -27,10 +31,14 @@ typedef struct cfs_cache_stats {
     uint64_t hits, misses, produced, evicted;
     uint64_t bytes, entries;
     uint64_t work_bytes;        /* held by cfs_cache_reserve */
-    uint64_t max_bytes;
+    uint64_t max_bytes;         /* cache_size, or less once the disk was found full */
+    uint64_t store_failures;    /* produced bytes that could not be stored (served uncached) */
+    uint64_t dropped;           /* entries whose file was not what the index says */
 } cfs_cache_stats;
 
-cfs_cache *cfs_cache_open(const char *dir, uint64_t max_bytes, cfs_err *err);
+/* log (may be NULL) gets a line when the index is rebuilt, entries stop or resume being
+ * stored, the bound is lowered to the disk, or an entry is dropped. */
+cfs_cache *cfs_cache_open(const char *dir, uint64_t max_bytes, FILE *log, cfs_err *err);
 void cfs_cache_close(cfs_cache *c);
 
 /*

@@ -25,6 +25,7 @@ typedef unsigned long long ull;
 struct cfs_text {
     gzFile gz;
     char *label;
+    size_t path_len;        /* zlib's messages start with the path: "PATH: what" */
     unsigned char *buf;
     size_t pos, end;
     bool eof;
@@ -56,6 +57,7 @@ int cfs_text_open(const char *path, const char *label, cfs_text **out, cfs_err *
         free(t);
         return -1;
     }
+    t->path_len = strlen(path);
     gzbuffer(t->gz, 1u << 17);
     t->gzipped = gzdirect(t->gz) == 0;
     *out = t;
@@ -72,6 +74,9 @@ static int refill(cfs_text *t, cfs_err *err)
     int n = gzread(t->gz, t->buf, (unsigned)TEXT_BUF);
     int errnum = Z_OK;
     const char *msg = gzerror(t->gz, &errnum);
+    /* The label names the file: the path (absolute in a mount) stays out of the message. */
+    if (msg && strlen(msg) > t->path_len + 2 && msg[t->path_len] == ':')
+        msg += t->path_len + 2;
     if (n < 0 || (errnum != Z_OK && errnum != Z_BUF_ERROR)) {
         if (errnum == Z_ERRNO)
             return cfs_err_set(err, "%s cannot be read (after line %llu): %s; check the disk "

@@ -42,6 +42,12 @@ typedef struct cfs_format {
      * an input to decompress first (cfs_format_needs_unpack); its format is then detected on
      * the decompressed file as on any other. */
     int (*peek_probe)(const unsigned char *head, size_t len);
+    /* Optional: its open reads the whole input (R's serialized stream has no index), keeping
+     * large values where they lie in a plain file. A compressed input it bids on is opened from
+     * its decompressed copy where the front end makes one (cfs_format_reads_whole), and the
+     * mount opens its inputs in the background. Its probe must read only the probe input's
+     * bytes (it is asked in the daemon, outside the reader workers). */
+    bool reads_whole;
     /* Builds the model. On refusal returns -1 with a one-line reason in err (what is wrong and
      * what to do; the caller prefixes the file name). The registry sets ds->format. */
     int (*open)(const char *path, cfs_dataset **out, cfs_err *err);
@@ -75,6 +81,10 @@ bool cfs_format_candidate_name(const char *name);
  * reads once decompressed (its peek_probe bids); *codec receives the compression's name. The
  * caller decompresses it (cfs_unpack_file) and opens the copy. */
 bool cfs_format_needs_unpack(const char *path, const char **codec);
+/* True if a format that reads its whole input (reads_whole) bids on path; *codec receives the
+ * file's compression ("gzip", "bzip2", "xz": open it from its decompressed copy) or NULL. Only
+ * those formats' probes are asked. */
+bool cfs_format_reads_whole(const char *path, const char **codec);
 /* The length of name without the longest format extension it ends with (compared without
  * case), optionally followed by ".gz", ".bz2" or ".xz"; strlen(name) when it has none. */
 size_t cfs_format_stem_len(const char *name);

@@ -219,6 +219,22 @@ bool cfs_format_needs_unpack(const char *path, const char **codec)
     return needs;
 }
 
+bool cfs_format_reads_whole(const char *path, const char **codec)
+{
+    *codec = NULL;
+    cfs_probe_input *in;
+    cfs_err ignored;
+    if (cfs_probe_input_open(path, &in, &ignored) < 0)
+        return false;
+    bool whole = false;
+    for (size_t f = 0; !whole && formats[f]; f++)
+        whole = formats[f]->reads_whole && formats[f]->probe(in) > 0;
+    if (whole)
+        *codec = cfs_probe_compression(in);
+    cfs_probe_input_close(in);
+    return whole;
+}
+
 const cfs_format *cfs_format_detect(const char *path, cfs_err *err)
 {
     cfs_probe_input *in;

@@ -158,8 +158,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         return;
     }
     if (rc < 0) {
-        if (rc == -EIO)
-            fprintf(stderr, "cellucid-fs: %s: %s\n", name, err.msg);
+        if (rc == -EIO)     /* the volume's message names the file */
+            fprintf(stderr, "cellucid-fs: %s\n", err.msg);
         fuse_reply_err(req, -rc);
         return;
     }
@@ -423,7 +423,7 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
     snprintf(unpacked, sizeof unpacked, "%s/unpacked", cache_dir);
     /* Everything that can fail loudly happens before the daemon detaches from the terminal. */
     cfs_err err = {0};
-    cfs_cache *probe = cfs_cache_open(cache_dir, opts->cache_size, &err);
+    cfs_cache *probe = cfs_cache_open(cache_dir, opts->cache_size, stderr, &err);
     if (!probe) {
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);
         return 1;
@@ -437,9 +437,6 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
     }
     mkdir(work, 0700);
     mkdir(unpacked, 0700);
-    /* Readers that spill (R objects' large vectors), in the reader workers too, use the cache's
-     * work folder. */
-    setenv("CELLUCID_FS_WORK_DIR", work, 1);
     cfs_volume *vol = cfs_volume_open(src, opts, NULL, work, unpacked, stderr, &err);
     if (!vol) {
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);
@@ -454,7 +451,7 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
             fuse_daemonize(foreground || debug);
             cfs_guard_note_pid(lock);
             /* SQLite connections must not cross a fork: the daemon opens its own. */
-            cfs_cache *cache = cfs_cache_open(cache_dir, opts->cache_size, &err);
+            cfs_cache *cache = cfs_cache_open(cache_dir, opts->cache_size, stderr, &err);
             cfs_watch *watch = NULL;
             if (cache) {
                 cfs_volume_set_cache(vol, cache);

@@ -792,7 +792,11 @@ def leftover_temp(parent, out_name):
 # mounting (every test that mounts uses these: unmounted at teardown, whatever happened)
 
 
-READY_TIMEOUT = 20.0
+# How long a mount may take to come up, and its daemon to exit after the unmount: a sanitizer
+# build (tests/run-sanitized) runs every reader worker under the sanitizer too, several times
+# slower, so it sets longer ones.
+READY_TIMEOUT = float(os.environ.get("CELLUCID_FS_READY_TIMEOUT", "20"))
+EXIT_TIMEOUT = float(os.environ.get("CELLUCID_FS_EXIT_TIMEOUT", "15"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -897,10 +901,10 @@ class Mount:
                 problems.append(f"fusermount3 -u: {r.stderr.strip()}")
                 subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
         try:
-            if self.proc.wait(15) != 0:
+            if self.proc.wait(EXIT_TIMEOUT) != 0:
                 problems.append(f"the daemon exited with {self.proc.returncode}:\n{self.stderr()[-2000:]}")
         except subprocess.TimeoutExpired:
-            problems.append("the daemon did not exit within 15 s of the unmount")
+            problems.append(f"the daemon did not exit within {EXIT_TIMEOUT:g} s of the unmount")
             self.proc.terminate()
             try:
                 self.proc.wait(5)
@@ -925,6 +929,19 @@ class Mount:
 
     def status(self):
         return json.loads((self.mnt / "status.json").read_text(encoding="utf-8"))
+
+    def wait_opened(self, timeout=120):
+        """Waits until no source is working (compressed copies and R sources are opened in the
+        background once the mount is up, and are not in the tree until then); returns the
+        sources of status.json by their file name."""
+        deadline = time.monotonic() + timeout
+        while True:
+            sources = {Path(s["source"]).name: s for s in self.status()["sources"]}
+            if all(s["state"] != "working" for s in sources.values()):
+                return sources
+            if time.monotonic() > deadline:
+                pytest.fail(f"sources still working after {timeout} s: {sources}", pytrace=False)
+            time.sleep(0.1)
 
     def catalog(self):
         return json.loads((self.mnt / "datasets.json").read_text(encoding="utf-8"))

@@ -503,6 +503,7 @@ H5AD_COVERS = ("BigInt64Array", "Array", "UnicodeStringArray", "BoolArray", "Flo
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_node_zarrita_reads_every_array(folder, mounts, nginx_on, js):
     m = mounts(FIXTURES_DIR / folder)
+    m.wait_opened()
     web = nginx_on(m.mnt)
     stores = store_names(m.mnt)
     out = js.run("node_client.mjs", web.url(), *stores)

@@ -498,7 +498,10 @@ static void *probe_state_make(cfs_probe_input *in)
 {
     probe_state *st = malloc(sizeof *st);
     if (st) {
-        st->offset = cfs_probe_is_dir(in) ? -1 : find_signature(in);
+        /* A gzip, bzip2 or xz stream is not an HDF5 file as it is, whatever bytes it holds: the
+         * daemon asks whether a compressed copy needs decompressing, and libhdf5 is not to be
+         * run on a crafted one there (docs/design.md §2.4). */
+        st->offset = cfs_probe_is_dir(in) || cfs_probe_compression(in) ? -1 : find_signature(in);
         st->file = -1;
         st->tried = false;
     }

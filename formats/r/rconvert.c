@@ -10,75 +10,12 @@
 
 #include "strfmt.h"
 
-void rc_kept_free(rc_kept *k)
+const void *rc_values(const rconv *c, const r_obj *x, void **owned, cfs_err *err)
 {
-    if (!k)
-        return;
-    for (size_t i = 0; i < k->n; i++)
-        free(k->v[i]);
-    free(k->v);
-    free(k);
-}
-
-bool rc_spilled(const rconv *c, const r_obj *x)
-{
-    return x && x->sunk && c->spill;
-}
-
-static void **realloc_kept(rc_kept *k)
-{
-    size_t cap = k->cap ? k->cap * 2 : 8;
-    void **v = realloc(k->v, cap * sizeof *v);
-    if (v)
-        k->cap = cap;
-    return v;     /* NULL: k->v is unchanged */
-}
-
-/* A spilled vector read whole into memory, kept until the reader goes. */
-static const void *read_back(const rconv *c, const r_obj *x)
-{
-    const r_sink_vec *info = r_spill_info(c->spill, x->sink_id);
-    rc_kept *k = c->kept;
-    if (!info || !k)
-        return NULL;
-    if (k->n == k->cap) {
-        void **grown = realloc_kept(k);
-        if (!grown)
-            return NULL;
-        k->v = grown;
-    }
-    void *v = malloc(info->length ? info->length * info->elem_size : 1);
-    cfs_err ignored;
-    if (!v || r_spill_read(c->spill, x->sink_id, 0, info->length, v, &ignored) < 0) {
-        free(v);
-        return NULL;
-    }
-    k->v[k->n++] = v;
-    return v;
-}
-
-const void *rc_values(const rconv *c, const r_obj *x)
-{
+    *owned = NULL;
     if (!x || (x->type != R_INT && x->type != R_LGL && x->type != R_REAL))
         return NULL;
-    if (x->sunk && c->spill)
-        return read_back(c, x);
-    if (x->sunk) {
-        size_t nbytes;
-        return c->sink ? r_memsink_data(c->sink, x->sink_id, &nbytes, NULL) : NULL;
-    }
-    if (x->length == 0) {
-        static const double none[1];
-        return none;
-    }
-    return x->type == R_REAL ? (const void *)r_reals(x) : (const void *)r_ints(x);
-}
-
-cfs_array *rc_vector_array(const rconv *c, const r_obj *x, cfs_dtype t, const void *values)
-{
-    if (rc_spilled(c, x))
-        return r_spill_array(c->spill, x->sink_id, t);
-    return values ? rc_borrowed(t, x->length, values) : NULL;
+    return r_vec_whole(c->vecs, x, owned, err);
 }
 
 char **rc_strings(const r_obj *x, const char *na)
@@ -127,20 +64,6 @@ cfs_elem *rc_mem_elem(cfs_elem_kind kind, const char *name, cfs_dtype t, int ndi
     return cfs_elem_from_array(kind, name, a);
 }
 
-/* A 1-d array over values the reader keeps (in the r_file's tree or the sink, alive until the
- * dataset's reader_free, after every element): no copy. */
-static int borrowed_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
-                         void *out, cfs_err *err)
-{
-    (void)err;
-    size_t es = cfs_dtype_size(arr->dtype);
-    if (count[0])
-        memcpy(out, (const char *)arr->ctx + start[0] * es, (size_t)count[0] * es);
-    return 0;
-}
-
-static const cfs_array_ops borrowed_ops = {.read = borrowed_read};
-
 cfs_dataset *rc_modality_dataset(const rconv *c, rconv *mc, cfs_err *err)
 {
     cfs_dataset *sub = cfs_dataset_new(c->ds->source);
@@ -149,13 +72,8 @@ cfs_dataset *rc_modality_dataset(const rconv *c, rconv *mc, cfs_err *err)
         cfs_err_oom(err);
         return NULL;
     }
-    *mc = (rconv){.file = c->file, .sink = c->sink, .spill = c->spill, .kept = c->kept, .ds = sub};
+    *mc = (rconv){.file = c->file, .vecs = c->vecs, .ds = sub};
     return sub;
-}
-
-cfs_array *rc_borrowed(cfs_dtype t, uint64_t n, const void *data)
-{
-    return cfs_array_new(t, 1, &n, &borrowed_ops, (void *)data);
 }
 
 static void *copy_of(const void *src, size_t n, size_t size)
@@ -195,21 +113,38 @@ static cfs_elem *categorical(const char *name, uint64_t n, const int32_t *codes,
     return el;
 }
 
+/* The values of v in memory for a conversion (*owned: a copy to free, or NULL); NULL with *why
+ * when they cannot be read, or without: out of memory. */
+static const void *whole(const rconv *c, const r_obj *v, void **owned, const char **why)
+{
+    cfs_err err = {0};
+    const void *x = rc_values(c, v, owned, &err);
+    if (!x && err.status != CFS_ENOMEM)
+        *why = err.status ? "its values cannot be read from the file (changed since it was "
+                            "opened?)"
+                          : "not stored as R writes it";
+    return x;
+}
+
 static cfs_elem *factor_column(const rconv *c, const r_obj *v, const char *name, uint64_t n,
                                const char **why)
 {
     const r_obj *lev = r_attr(v, "levels");
     uint64_t ncat = lev && lev->type == R_STR ? lev->length : 0;
-    const int32_t *x = rc_values(c, v);
-    if (!x || (lev && lev->type != R_STR)) {
-        *why = "a factor whose codes or levels are not stored as R writes them";
+    if (lev && lev->type != R_STR) {
+        *why = "a factor whose levels are not stored as R writes them";
         return NULL;
     }
-    int32_t *codes = malloc(n ? n * sizeof *codes : 1);
-    if (!codes)
+    void *owned;
+    const int32_t *x = whole(c, v, &owned, why);
+    int32_t *codes = x ? malloc(n ? n * sizeof *codes : 1) : NULL;
+    if (!codes) {
+        free(owned);
         return NULL;
+    }
     for (uint64_t i = 0; i < n; i++)
         codes[i] = x[i] == R_NA_INT || x[i] < 1 || (uint64_t)x[i] > ncat ? -1 : x[i] - 1;
+    free(owned);
     cfs_elem *el = categorical(name, n, codes, rc_strings(lev, NULL), ncat,
                                r_inherits(v, "ordered"));
     free(codes);
@@ -401,31 +336,33 @@ cfs_elem *rc_column(const rconv *c, const r_obj *v, const char *name, uint64_t n
                 return string_categorical(v, name, n);
         return rc_string_elem(name, v);
     }
-    const void *x = rc_values(c, v);
-    if (!x) {
+    if (v->type != R_REAL && v->type != R_INT && v->type != R_LGL) {
         *why = v->type == R_VEC ? "a list column (not one value per row)"
                                 : "an R column type not served";
         return NULL;
     }
-    if (v->type == R_REAL && (r_inherits(v, "Date") || r_inherits(v, "POSIXct")))
-        return time_column(x, name, n, r_inherits(v, "Date"));
-    if (v->type == R_REAL && r_inherits(v, "integer64"))
-        return integer64_column(x, name, n);
-    if (v->type == R_REAL)
-        return cfs_elem_from_array(CFS_EL_ARRAY, name, rc_borrowed(CFS_FLOAT64, n, x));
-    const int32_t *iv = x;
-    bool na = false;
-    for (uint64_t i = 0; i < n && !na; i++)
-        na = iv[i] == R_NA_INT;
-    if (v->type == R_LGL && !na) {
-        uint8_t *b = malloc(n ? n : 1);
-        for (uint64_t i = 0; b && i < n; i++)
-            b[i] = iv[i] != 0;
-        return rc_mem_elem(CFS_EL_ARRAY, name, CFS_BOOL, 1, &n, b);
+    bool date = r_inherits(v, "Date"), int64 = r_inherits(v, "integer64");
+    if (v->type == R_REAL && (date || r_inherits(v, "POSIXct") || int64)) {
+        void *owned;
+        const double *x = whole(c, v, &owned, why);
+        cfs_elem *el = !x ? NULL : int64 ? integer64_column(x, name, n)
+                                         : time_column(x, name, n, date);
+        free(owned);
+        return el;
     }
-    if (!na)
-        return cfs_elem_from_array(CFS_EL_ARRAY, name, rc_borrowed(CFS_INT32, n, x));
-    return nullable(v->type == R_LGL ? CFS_EL_NULLABLE_BOOL : CFS_EL_NULLABLE_INT, name, n, iv);
+    r_vec_stats st;
+    bool na = r_vec_stats_of(c->vecs, v, &st) && st.has_na;
+    if (!na) {
+        cfs_dtype t = v->type == R_REAL ? CFS_FLOAT64 : v->type == R_INT ? CFS_INT32 : CFS_BOOL;
+        return cfs_elem_from_array(CFS_EL_ARRAY, name, rc_view(c, v, t, 1, &n, false));
+    }
+    void *owned;
+    const int32_t *iv = whole(c, v, &owned, why);
+    cfs_elem *el = iv ? nullable(v->type == R_LGL ? CFS_EL_NULLABLE_BOOL : CFS_EL_NULLABLE_INT,
+                                 name, n, iv)
+                      : NULL;
+    free(owned);
+    return el;
 }
 
 /* The columns of a nested data frame: a DataFrame's listData, a data.frame's list. */
@@ -584,17 +521,21 @@ static cfs_elem *plain_value(const rconv *c, const r_obj *v, const char *name, i
         }
         return a ? cfs_elem_from_array(ndim ? CFS_EL_ARRAY : CFS_EL_SCALAR, name, a) : NULL;
     }
-    const void *x = rc_values(c, v);
-    if (!x) {
+    if (v->type != R_REAL && v->type != R_INT && v->type != R_LGL) {
         *why = "not a plain value (only numbers, strings, logicals and lists of them are)";
         return NULL;
     }
+    void *owned;
+    const void *x = whole(c, v, &owned, why);
+    if (!x)
+        return NULL;
     void *d = NULL;
     cfs_dtype t = v->type == R_REAL ? CFS_FLOAT64 : v->type == R_INT ? CFS_INT32 : CFS_BOOL;
     if (v->type != R_REAL)
         for (uint64_t i = 0; i < n; i++)
             if (((const int32_t *)x)[i] == R_NA_INT) {
                 *why = "an integer or logical vector with NA";
+                free(owned);
                 return NULL;
             }
     if (t == CFS_BOOL) {
@@ -603,7 +544,9 @@ static cfs_elem *plain_value(const rconv *c, const r_obj *v, const char *name, i
             b[i] = ((const int32_t *)x)[i] != 0;
         d = b;
     } else
-        d = copy_of(x, n, t == CFS_FLOAT64 ? 8 : 4);
+        d = owned ? owned : copy_of(x, n, t == CFS_FLOAT64 ? 8 : 4);
+    if (d != owned)
+        free(owned);
     cfs_array *a = d ? cfs_array_from_memory(t, ndim, &n, d) : NULL;
     if (d && !a)
         free(d);

@@ -1,8 +1,10 @@
 /*
  * From R objects (robject.h) to the dataset model: the conversions formats/r/seurat.c and
- * formats/r/sce.c share. Small vectors are in the r_file's tree; large ones in the spill file
- * (rspill.h), read back by range (a matrix's values and indices) or whole where a conversion
- * needs them in memory, or, without a spill file, in the in-memory sink.
+ * formats/r/sce.c share. Numeric vectors the model can serve as they are (matrix values,
+ * indices and pointers, numeric columns, embeddings) become views (rc_view) read by range where
+ * the values are: in the r_file's tree, or in its vector store (formats/r/rvectors.h: in place
+ * in a plain file, else in memory), which live as long as the dataset. What must be reshaped is
+ * copied: factors, nullable columns, strings, triplet and symmetric matrices.
  *
  * Columns (a data.frame's, a DataFrame's): a factor becomes a categorical keeping R's level
  * order and unused levels (NA code -1; "ordered" too); logical and integer vectors with an NA
@@ -16,34 +18,24 @@
 
 #include "model.h"
 #include "robject.h"
-#include "rspill.h"
-
-/* Vectors read whole out of the spill file for a conversion that needs them in memory (a
- * matrix's pointers, a column): kept with the reader, since arrays borrow them. */
-typedef struct rc_kept {
-    void **v;
-    size_t n, cap;
-} rc_kept;
-
-void rc_kept_free(rc_kept *k);
+#include "rvectors.h"
 
 typedef struct rconv {
     const r_file *file;
-    r_memsink *sink;     /* large vectors in memory, or */
-    r_spill *spill;      /* large vectors in a spill file (then kept holds what was read) */
-    rc_kept *kept;
+    const r_vecstore *vecs;
     cfs_dataset *ds;
 } rconv;
 
-/* The values of an INT/LGL/REAL vector (in the tree or sunk), NULL for another type (or when
- * a spilled vector cannot be read back: out of memory, an I/O error). */
-const void *rc_values(const rconv *c, const r_obj *x);
-/* True if x's values are in the spill file: rc_vector_array serves them without reading them
- * into memory. */
-bool rc_spilled(const rconv *c, const r_obj *x);
-/* A 1-d array of t over vector x: its spill file range, or (values in memory, from
- * rc_values) a view of them. NULL on failure. */
-cfs_array *rc_vector_array(const rconv *c, const r_obj *x, cfs_dtype t, const void *values);
+/* The values of an INT/LGL/REAL vector in memory (r_vec_whole: *owned is a copy to free, or
+ * NULL); NULL for another type, or with *owned NULL and err set when it cannot be read. */
+const void *rc_values(const rconv *c, const r_obj *x, void **owned, cfs_err *err);
+/* An array of dtype t over the values of the LGL/INT/REAL vector x, read where they are as the
+ * array is read: REAL as float64, INT as int32 or float64, LGL as bool or float64 (NA as NaN in
+ * float64). ndim 1, or 2 with shape[0] x shape[1]: x's values in C order, or with colmajor in
+ * R's column-major order (served in C order). x and c's store must outlive it (they live until
+ * the dataset's reader_free, after every element). NULL when out of memory. */
+cfs_array *rc_view(const rconv *c, const r_obj *x, cfs_dtype t, int ndim, const uint64_t *shape,
+                   bool colmajor);
 /* Copies of a STR's strings (NA as "NA" when na is NULL, else na), n strings; NULL on OOM. */
 char **rc_strings(const r_obj *x, const char *na);
 /* A string array element of STR x. */
@@ -89,9 +81,6 @@ cfs_elem *rc_matrix(const rconv *c, const r_obj *m, const char *name, const char
  * the conversion into it; NULL with err (out of memory). */
 cfs_dataset *rc_modality_dataset(const rconv *c, rconv *mc, cfs_err *err);
 
-/* A 1-d array over n values the reader keeps (in the r_file's tree or the sink, alive until
- * the dataset's reader_free, after every element): no copy. */
-cfs_array *rc_borrowed(cfs_dtype t, uint64_t n, const void *data);
 /* An element of kind holding data (taken; freed on failure); NULL when data is NULL or on
  * allocation failure. */
 cfs_elem *rc_mem_elem(cfs_elem_kind kind, const char *name, cfs_dtype t, int ndim,

@@ -7,15 +7,19 @@
  * 3) or a workspace magic ("RDX3\n", "RDA2\n", ...) in the first bytes, or in the first bytes
  * inside a gzip, bzip2 or xz file. A workspace's first Seurat/SCE object is the dataset; the
  * others are left out by name (one input per object, `<file>-<object>`, is a later step of the
- * registry). The whole stream is read at open, small vectors into the tree and large ones
- * (more than 2^20 values) into a spill file (rspill.h) in the work space; the tree and the
- * spill file stay with the dataset (its reader), whose matrix arrays read the spilled values
- * and indices by range.
+ * registry). The whole stream is read at open, small vectors into the tree and large ones into
+ * the vector store (formats/r/rvectors.h: left in place in a plain file, such as the
+ * decompressed copy the front ends make of a compressed one; kept in memory otherwise); the
+ * tree and the store stay with the dataset (its reader), whose matrix and column arrays read
+ * them where they are.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "format.h"
 #include "robjects.h"
@@ -86,60 +90,66 @@ static const char *what_of(const r_obj *x)
     "or a workspace holding them): convert it to one (e.g. SeuratObject::CreateSeuratObject) " \
     "or to .h5ad"
 
-/* What the dataset's arrays read: the R tree, the spill file (or the in-memory sink) and what
- * was read back from it, freed after every element. */
+/* Vectors longer than this many elements (64 KiB of doubles) go to the vector store; the tests
+ * lower it (to 1: every vector) with CFS_R_THRESHOLD_ENV, so that small fixtures are read in
+ * place too. */
+#define RDS_SINK_THRESHOLD 8192
+#define CFS_R_THRESHOLD_ENV "CELLUCID_FS_TEST_R_SINK_THRESHOLD"
+
+static uint64_t sink_threshold(void)
+{
+    const char *v = getenv(CFS_R_THRESHOLD_ENV);
+    long long n = v ? atoll(v) : 0;
+    return n > 0 ? (uint64_t)n : RDS_SINK_THRESHOLD;
+}
+
+/* What the dataset's arrays read: the R tree and the vector store, freed after every element. */
 typedef struct rds_reader {
     r_file *file;
-    r_memsink *sink;
-    r_spill *spill;
-    rc_kept *kept;
+    r_vecstore *vecs;
 } rds_reader;
-
-static void reader_parts_free(r_file *f, r_memsink *sink, r_spill *spill, rc_kept *kept)
-{
-    r_file_free(f);
-    r_memsink_free(sink);
-    r_spill_free(spill);
-    rc_kept_free(kept);
-}
 
 static void rds_reader_free(void *p)
 {
     rds_reader *rd = p;
-    reader_parts_free(rd->file, rd->sink, rd->spill, rd->kept);
+    r_file_free(rd->file);
+    r_vecstore_free(rd->vecs);
     free(rd);
 }
 
-/* Vectors longer than this go to the spill file: $CELLUCID_FS_TEST_R_SPILL_THRESHOLD (a test
- * hook: the fixtures are small) or R_DEFAULT_SINK_THRESHOLD. */
-static uint64_t spill_threshold(void)
+/* Reads the file into the tree, its large vectors into a store reading in place from a
+ * descriptor of its own (the same open file, so the offsets are those the stream saw). */
+static int read_r_file(const char *path, r_file **f, r_vecstore **vecs, cfs_err *err)
 {
-    const char *t = getenv("CELLUCID_FS_TEST_R_SPILL_THRESHOLD");
-    char *end;
-    unsigned long long v = t && *t ? strtoull(t, &end, 10) : 0;
-    return t && *t && !*end && v ? (uint64_t)v : R_DEFAULT_SINK_THRESHOLD;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return cfs_err_errno(err, errno, "cannot be opened");
+    int mine = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (mine < 0) {
+        close(fd);
+        return cfs_err_errno(err, errno, "cannot be opened");
+    }
+    if (!(*vecs = r_vecstore_new(mine))) {
+        close(fd);
+        return cfs_err_oom(err);
+    }
+    r_sink s = r_vecstore_sink(*vecs);
+    r_read_opts opts = {.sink = &s, .sink_threshold = sink_threshold()};
+    if (r_read_fd(fd, &opts, f, err) < 0) {
+        r_vecstore_free(*vecs);
+        *vecs = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 static int rds_open(const char *path, cfs_dataset **out, cfs_err *err)
 {
     *out = NULL;
-    /* Large vectors go to a spill file, so that opening holds only the object's tree; where no
-     * file can be made, to memory, as before there was one. */
-    cfs_err why;
-    r_spill *spill = r_spill_new(r_spill_dir(), &why);
-    r_memsink *sink = spill ? NULL : r_memsink_new();
-    rc_kept *kept = calloc(1, sizeof *kept);
-    if ((!spill && !sink) || !kept) {
-        reader_parts_free(NULL, sink, spill, kept);
-        return cfs_err_oom(err);
-    }
-    r_sink s = spill ? r_spill_sink(spill) : r_memsink_sink(sink);
-    r_read_opts opts = {.sink = &s, .sink_threshold = spill_threshold()};
+    r_vecstore *vecs = NULL;
     r_file *f = NULL;
-    if (r_read_file(path, &opts, &f, err) < 0) {
-        reader_parts_free(NULL, sink, spill, kept);
+    if (read_r_file(path, &f, &vecs, err) < 0)
         return -1;
-    }
     const r_obj *obj = NULL;
     const char *objname = NULL;
     int rc = 0;
@@ -174,7 +184,7 @@ static int rds_open(const char *path, cfs_dataset **out, cfs_err *err)
                                                                                NULL))))
         rc = cfs_err_oom(err);
     if (rc == 0) {
-        rconv c = {.file = f, .sink = sink, .spill = spill, .kept = kept, .ds = ds};
+        rconv c = {.file = f, .vecs = vecs, .ds = ds};
         rc = strcmp(kind_of(obj), "seurat") == 0 ? r_seurat_build(&c, obj, err)
                                                 : r_sce_build(&c, obj, err);
         if (rc < 0 && objname)
@@ -202,15 +212,13 @@ static int rds_open(const char *path, cfs_dataset **out, cfs_err *err)
         rc = cfs_err_oom(err);
     if (rc < 0) {
         cfs_dataset_free(ds);
-        reader_parts_free(f, sink, spill, kept);
+        r_file_free(f);
+        r_vecstore_free(vecs);
         return -1;
     }
-    /* the model's large arrays are views of the tree's, the sink's and the read-back vectors
-     * (spilled ones hold the spill file themselves) */
+    /* the model's large arrays are views of the tree's and the store's vectors */
     rd->file = f;
-    rd->sink = sink;
-    rd->spill = spill;
-    rd->kept = kept;
+    rd->vecs = vecs;
     ds->reader = rd;
     ds->reader_free = rds_reader_free;
     *out = ds;
@@ -224,5 +232,6 @@ const cfs_format cfs_format_rds = {
     .summary = "R objects (Seurat and SingleCellExperiment in .rds, .rda, .RData)",
     .extensions = rds_extensions,
     .probe = rds_probe,
+    .reads_whole = true,
     .open = rds_open,
 };

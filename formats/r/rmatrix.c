@@ -88,27 +88,19 @@ const r_obj *rc_dimnames(const r_obj *m, int axis)
 /* ---- sparse ---- */
 
 /* Compressed arrays of a sparse matrix as the model holds them: values (float64, or bool for
- * logical and pattern matrices without NA), indices and pointers, each borrowed from the
- * reader or owned. by_row: the pointers run over R's rows (CSR of R's matrix). */
+ * logical and pattern matrices without NA), indices and pointers; views of the slots, or
+ * arrays of their own. by_row: the pointers run over R's rows (CSR of R's matrix). */
 typedef struct sparse_parts {
-    cfs_dtype dtype;
-    void *x;
-    int32_t *ix, *p;
-    cfs_array *x_spilled, *ix_spilled;  /* the values / indices read from the spill file */
+    cfs_array *x, *ix, *p;
     uint64_t nnz, np;
-    bool x_owned, ip_owned, by_row;
+    bool by_row;
 } sparse_parts;
 
 static void sparse_parts_free(sparse_parts *s)
 {
-    if (s->x_owned)
-        free(s->x);
-    if (s->ip_owned) {
-        free(s->ix);
-        free(s->p);
-    }
-    cfs_array_unref(s->x_spilled);
-    cfs_array_unref(s->ix_spilled);
+    cfs_array_unref(s->x);
+    cfs_array_unref(s->ix);
+    cfs_array_unref(s->p);
     *s = (sparse_parts){0};
 }
 
@@ -117,117 +109,78 @@ static const char *const BAD_SLOTS =
 static const char *const BAD_INDICES =
     "a sparse matrix whose indices or pointers contradict its shape (a damaged file)";
 
-/* The x slot's values, or NULL (a pattern matrix has none); *why set when it is malformed. */
-static const void *sparse_values(const rconv *c, const r_obj *m, sparse_class sc, uint64_t n,
-                                 const char **why)
+/* The x slot, or NULL (a pattern matrix has none); *why set when it is malformed. */
+static const r_obj *sparse_values(const r_obj *m, sparse_class sc, uint64_t n, const char **why)
 {
     if (sc.values == 'n')
         return NULL;
     const r_obj *x = r_slot(m, "x");
-    const void *v = rc_values(c, x);
-    if (!v || x->type != (sc.values == 'd' ? R_REAL : R_LGL) || x->length != n)
+    if (!x || x->type != (sc.values == 'd' ? R_REAL : R_LGL) || x->length != n)
         *why = BAD_SLOTS;
-    return v;
+    return *why ? NULL : x;
 }
 
-/* Logical values (or none: pattern) as bool, or as float64 with NaN when one is NA. */
-static int logical_values(const int32_t *lv, uint64_t n, sparse_parts *s)
-{
-    bool na = false;
-    for (uint64_t k = 0; lv && k < n && !na; k++)
-        na = lv[k] == R_NA_LGL;
-    s->dtype = na ? CFS_FLOAT64 : CFS_BOOL;
-    s->x = malloc(n ? n * cfs_dtype_size(s->dtype) : 1);
-    s->x_owned = true;
-    if (!s->x)
-        return -1;
-    for (uint64_t k = 0; k < n; k++) {
-        if (na)
-            ((double *)s->x)[k] = lv[k] == R_NA_LGL ? NAN : lv[k] != 0;
-        else
-            ((uint8_t *)s->x)[k] = !lv || lv[k] != 0;
-    }
-    return 0;
-}
-
-/* Whether every index of a spilled INT vector lies in [0, inner), read back in blocks (the
- * vector stays on disk). False also when it cannot be read. */
-static bool spilled_in_range(const rconv *c, const r_obj *i, uint64_t inner)
-{
-    enum { BLOCK = 1 << 16 };
-    int32_t *buf = malloc(BLOCK * sizeof *buf);
-    bool ok = buf != NULL;
-    cfs_err ignored;
-    for (uint64_t k0 = 0; ok && k0 < i->length; k0 += BLOCK) {
-        uint64_t n = i->length - k0 < BLOCK ? i->length - k0 : BLOCK;
-        ok = r_spill_read(c->spill, i->sink_id, k0, n, buf, &ignored) == 0;
-        for (uint64_t k = 0; ok && k < n; k++)
-            ok = buf[k] >= 0 && (uint64_t)buf[k] < inner;
-    }
-    free(buf);
-    return ok;
-}
-
-/* The index and pointer slots of a C or R matrix, checked against its shape; *ixo is NULL
- * when the indices are in the spill file (then they were checked there). */
+/* The index and pointer slots of a C or R matrix, checked against its shape by their stats
+ * (noted as the stream passed, so their values are not read again here). */
 static int compressed_indices(const rconv *c, const r_obj *m, bool by_row, uint64_t rrows,
-                              uint64_t rcols, const int32_t **ixo, const int32_t **po,
-                              uint64_t *nnzo, const char **why)
+                              uint64_t rcols, const r_obj **io, const r_obj **po,
+                              const char **why)
 {
     const r_obj *i = r_slot(m, by_row ? "j" : "i"), *p = r_slot(m, "p");
-    bool spilled = rc_spilled(c, i) && i->type == R_INT;
-    const int32_t *iv = spilled ? NULL : rc_values(c, i), *pv = rc_values(c, p);
     uint64_t outer = by_row ? rrows : rcols, inner = by_row ? rcols : rrows;
-    if ((!iv && !spilled) || !pv || i->type != R_INT || p->type != R_INT ||
-        p->length != outer + 1) {
+    r_vec_stats is, ps;
+    if (!i || !p || i->type != R_INT || p->type != R_INT || p->length != outer + 1 ||
+        !r_vec_stats_of(c->vecs, i, &is) || !r_vec_stats_of(c->vecs, p, &ps)) {
         *why = BAD_SLOTS;
         return -1;
     }
     uint64_t nnz = i->length;
-    bool ok = pv[0] == 0 && (uint64_t)pv[outer] == nnz;
-    for (uint64_t k = 0; ok && k < outer; k++)
-        ok = pv[k] <= pv[k + 1];
-    if (ok && spilled)
-        ok = spilled_in_range(c, i, inner);
-    for (uint64_t k = 0; ok && iv && k < nnz; k++)
-        ok = iv[k] >= 0 && (uint64_t)iv[k] < inner;
+    bool ok = ps.first == 0 && ps.last >= 0 && (uint64_t)ps.last == nnz && ps.nondecreasing &&
+              !ps.has_na && !is.has_na && (nnz == 0 || (is.min >= 0 && (uint64_t)is.max < inner));
     if (!ok) {
         *why = BAD_INDICES;
         return -1;
     }
-    *ixo = iv;
-    *po = pv;
-    *nnzo = nnz;
+    *io = i;
+    *po = p;
     return 0;
 }
 
-/* A general C or R matrix: its index and pointer slots borrowed, and its values too when they
- * are doubles. -1 with *why (malformed) or without (out of memory). */
+/* A general C or R matrix: views of its index, pointer and value slots (logical values as bool,
+ * or float64 with NaN when one is NA; a pattern matrix's as ones). -1 with *why (malformed) or
+ * without (out of memory). */
 static int compressed_parts(const rconv *c, const r_obj *m, sparse_class sc, uint64_t rrows,
                             uint64_t rcols, sparse_parts *s, const char **why)
 {
     bool by_row = sc.storage == 'R';
-    const int32_t *iv, *pv;
-    uint64_t nnz;
-    if (compressed_indices(c, m, by_row, rrows, rcols, &iv, &pv, &nnz, why) < 0)
+    const r_obj *i, *p;
+    if (compressed_indices(c, m, by_row, rrows, rcols, &i, &p, why) < 0)
         return -1;
-    const r_obj *xs = sc.values == 'd' ? r_slot(m, "x") : NULL;
-    bool x_spilled = xs && rc_spilled(c, xs);
-    const void *x = NULL;
-    if (x_spilled && (xs->type != R_REAL || xs->length != nnz))
-        *why = BAD_SLOTS;
-    else if (!x_spilled)
-        x = sparse_values(c, m, sc, nnz, why);
+    uint64_t nnz = i->length, np = p->length;
+    const r_obj *x = sparse_values(m, sc, nnz, why);
     if (*why)
         return -1;
-    *s = (sparse_parts){.dtype = CFS_FLOAT64, .x = (void *)x, .ix = (int32_t *)iv,
-                        .p = (int32_t *)pv, .nnz = nnz, .np = (by_row ? rrows : rcols) + 1,
+    r_vec_stats xs;
+    bool na = sc.values == 'l' && r_vec_stats_of(c->vecs, x, &xs) && xs.has_na;
+    cfs_dtype t = sc.values == 'd' || na ? CFS_FLOAT64 : CFS_BOOL;
+    *s = (sparse_parts){.ix = rc_view(c, i, CFS_INT32, 1, &nnz, false),
+                        .p = rc_view(c, p, CFS_INT32, 1, &np, false), .nnz = nnz, .np = np,
                         .by_row = by_row};
-    const r_obj *is = r_slot(m, by_row ? "j" : "i");
-    if ((x_spilled && !(s->x_spilled = rc_vector_array(c, xs, CFS_FLOAT64, NULL))) ||
-        (!iv && !(s->ix_spilled = rc_vector_array(c, is, CFS_INT32, NULL))))
+    if (x) {
+        s->x = rc_view(c, x, t, 1, &nnz, false);
+    } else {
+        uint8_t *ones = malloc(nnz ? nnz : 1);
+        if (ones)
+            memset(ones, 1, nnz);
+        s->x = ones ? cfs_array_from_memory(CFS_BOOL, 1, &nnz, ones) : NULL;
+        if (ones && !s->x)
+            free(ones);
+    }
+    if (!s->x || !s->ix || !s->p) {
+        sparse_parts_free(s);
         return -1;
-    return sc.values == 'd' ? 0 : logical_values(x, nnz, s);
+    }
+    return 0;
 }
 
 typedef struct triplet {
@@ -253,50 +206,80 @@ static double stored_value(const void *xv, sparse_class sc, uint64_t k)
     return v == R_NA_LGL ? NAN : v != 0;
 }
 
+/* The slots a triplet expansion reads whole, in memory: borrowed from the tree, or copies
+ * (owned[]) read from the file. */
+typedef struct whole_slots {
+    const int32_t *i, *j, *p;
+    const void *x;
+    void *owned[4];
+} whole_slots;
+
+static void whole_slots_free(whole_slots *w)
+{
+    for (int k = 0; k < 4; k++)
+        free(w->owned[k]);
+}
+
+/* Slot vector v in memory into *dst; false when it cannot be read (*why set) or out of memory
+ * (*why NULL). */
+static bool load(const rconv *c, const r_obj *v, const void **dst, void **owned,
+                 const char **why)
+{
+    cfs_err err = {0};
+    *dst = v ? rc_values(c, v, owned, &err) : NULL;
+    if (!*dst && err.status != CFS_ENOMEM)
+        *why = BAD_SLOTS;
+    return *dst != NULL;
+}
+
 /* The entries a matrix stores as triplets (R's row and column), with room for as many again
  * (a symmetric matrix's mirror) plus a diagonal; NULL with *why (malformed) or without (out of
  * memory). */
 static triplet *stored_entries(const rconv *c, const r_obj *m, sparse_class sc, uint64_t rrows,
                                uint64_t rcols, uint64_t *n, const char **why)
 {
-    const int32_t *iv, *jv = NULL, *pv = NULL;
+    whole_slots w = {0};
+    const r_obj *i, *j = NULL, *p = NULL;
     bool by_row = sc.storage == 'R';
+    triplet *t = NULL;
     if (sc.storage == 'T') {
-        const r_obj *i = r_slot(m, "i"), *j = r_slot(m, "j");
-        iv = rc_values(c, i);
-        jv = rc_values(c, j);
-        if (!iv || !jv || i->type != R_INT || j->type != R_INT || i->length != j->length) {
+        i = r_slot(m, "i");
+        j = r_slot(m, "j");
+        if (!i || !j || i->type != R_INT || j->type != R_INT || i->length != j->length) {
             *why = BAD_SLOTS;
             return NULL;
         }
-        *n = i->length;
-        for (uint64_t k = 0; k < *n; k++)
-            if (iv[k] < 0 || (uint64_t)iv[k] >= rrows || jv[k] < 0 || (uint64_t)jv[k] >= rcols) {
-                *why = BAD_INDICES;
-                return NULL;
-            }
-    } else if (compressed_indices(c, m, by_row, rrows, rcols, &iv, &pv, n, why) < 0) {
+    } else if (compressed_indices(c, m, by_row, rrows, rcols, &i, &p, why) < 0) {
         return NULL;
-    } else if (!iv && !(iv = rc_values(c, r_slot(m, by_row ? "j" : "i")))) {
-        return NULL;     /* spilled, and it could not be read back */
     }
-    const void *xv = sparse_values(c, m, sc, *n, why);
-    if (*why)
-        return NULL;
+    *n = i->length;
+    const r_obj *x = sparse_values(m, sc, *n, why);
+    if (*why || !load(c, i, (const void **)&w.i, &w.owned[0], why) ||
+        (j && !load(c, j, (const void **)&w.j, &w.owned[1], why)) ||
+        (p && !load(c, p, (const void **)&w.p, &w.owned[2], why)) ||
+        (x && !load(c, x, &w.x, &w.owned[3], why)))
+        goto done;
+    for (uint64_t k = 0; j && k < *n; k++)
+        if (w.i[k] < 0 || (uint64_t)w.i[k] >= rrows || w.j[k] < 0 ||
+            (uint64_t)w.j[k] >= rcols) {
+            *why = BAD_INDICES;
+            goto done;
+        }
     uint64_t diag = rrows < rcols ? rrows : rcols;
-    triplet *t = malloc((2 * *n + diag + 1) * sizeof *t);
-    if (!t)
-        return NULL;
+    if (!(t = malloc((2 * *n + diag + 1) * sizeof *t)))
+        goto done;
     if (sc.storage == 'T')
         for (uint64_t k = 0; k < *n; k++)
-            t[k] = (triplet){iv[k], jv[k], stored_value(xv, sc, k)};
+            t[k] = (triplet){w.i[k], w.j[k], stored_value(w.x, sc, k)};
     else
         for (uint64_t o = 0; o < (by_row ? rrows : rcols); o++)
-            for (int32_t k = pv[o]; k < pv[o + 1]; k++) {
+            for (int32_t k = w.p[o]; k < w.p[o + 1]; k++) {
                 int32_t outer = (int32_t)o;
-                t[k] = (triplet){by_row ? outer : iv[k], by_row ? iv[k] : outer,
-                                 stored_value(xv, sc, (uint64_t)k)};
+                t[k] = (triplet){by_row ? outer : w.i[k], by_row ? w.i[k] : outer,
+                                 stored_value(w.x, sc, (uint64_t)k)};
             }
+done:
+    whole_slots_free(&w);
     return t;
 }
 
@@ -325,35 +308,50 @@ static int compress_triplets(triplet *t, uint64_t n, uint64_t rcols, sparse_clas
 {
     qsort(t, n, sizeof *t, cmp_triplet);
     double *x = malloc((n ? n : 1) * sizeof *x);
-    *s = (sparse_parts){.dtype = CFS_FLOAT64, .x = x, .x_owned = true, .ip_owned = true,
-                        .ix = malloc((n ? n : 1) * sizeof(int32_t)),
-                        .p = calloc(rcols + 1, sizeof(int32_t)), .np = rcols + 1};
-    if (!s->x || !s->ix || !s->p) {
-        sparse_parts_free(s);
+    int32_t *ix = malloc((n ? n : 1) * sizeof *ix), *p = calloc(rcols + 1, sizeof *p);
+    if (!x || !ix || !p) {
+        free(x);
+        free(ix);
+        free(p);
         return -1;
     }
     uint64_t nnz = 0;
     for (uint64_t k = 0; k < n; k++) {
-        if (nnz && t[k].i == s->ix[nnz - 1] && t[k].j == t[k - 1].j) {
+        if (nnz && t[k].i == ix[nnz - 1] && t[k].j == t[k - 1].j) {
             x[nnz - 1] += t[k].x;
             continue;
         }
         x[nnz] = t[k].x;
-        s->ix[nnz] = t[k].i;
-        s->p[t[k].j + 1]++;
+        ix[nnz] = t[k].i;
+        p[t[k].j + 1]++;
         nnz++;
     }
     for (uint64_t k = 0; k < rcols; k++)
-        s->p[k + 1] += s->p[k];
-    s->nnz = nnz;
+        p[k + 1] += p[k];
     bool na = false;
     for (uint64_t k = 0; sc.values != 'd' && k < nnz && !na; k++)
         na = isnan(x[k]);
+    cfs_dtype t_x = CFS_FLOAT64;
     if (sc.values != 'd' && !na) {
         uint8_t *b = (uint8_t *)x;   /* in place: byte k is written after double k is read */
         for (uint64_t k = 0; k < nnz; k++)
             b[k] = x[k] != 0;
-        s->dtype = CFS_BOOL;
+        t_x = CFS_BOOL;
+    }
+    uint64_t np = rcols + 1;
+    *s = (sparse_parts){.x = cfs_array_from_memory(t_x, 1, &nnz, x),
+                        .ix = cfs_array_from_memory(CFS_INT32, 1, &nnz, ix),
+                        .p = cfs_array_from_memory(CFS_INT32, 1, &np, p), .nnz = nnz, .np = np};
+    /* what an array took is its to free */
+    if (!s->x)
+        free(x);
+    if (!s->ix)
+        free(ix);
+    if (!s->p)
+        free(p);
+    if (!s->x || !s->ix || !s->p) {
+        sparse_parts_free(s);
+        return -1;
     }
     return 0;
 }
@@ -386,27 +384,11 @@ static cfs_elem *sparse(const rconv *c, const r_obj *m, const char *name, bool t
     sparse_parts s = {0};
     if (!sparse_class_of(m, &sc) || sparse_parts_of(c, m, sc, rrows, rcols, &s, why) < 0)
         return NULL;
-    cfs_array *a[3] = {
-        s.x_spilled ? cfs_array_ref(s.x_spilled)
-        : s.x_owned ? cfs_array_from_memory(s.dtype, 1, &s.nnz, s.x)
-                    : rc_borrowed(s.dtype, s.nnz, s.x),
-        s.ix_spilled ? cfs_array_ref(s.ix_spilled)
-        : s.ip_owned ? cfs_array_from_memory(CFS_INT32, 1, &s.nnz, s.ix)
-                     : rc_borrowed(CFS_INT32, s.nnz, s.ix),
-        s.ip_owned ? cfs_array_from_memory(CFS_INT32, 1, &s.np, s.p) : rc_borrowed(CFS_INT32, s.np, s.p)};
     bool csr = s.by_row != transposed;
-    /* what an array took is no longer ours to free */
-    if (s.x_owned && a[0])
-        s.x = NULL;
-    if (s.ip_owned && a[1])
-        s.ix = NULL;
-    if (s.ip_owned && a[2])
-        s.p = NULL;
-    sparse_parts_free(&s);
-    cfs_elem *el = a[0] && a[1] && a[2] ? cfs_elem_from_array(CFS_EL_SPARSE, name, a[0]) : NULL;
+    cfs_elem *el = cfs_elem_from_array(CFS_EL_SPARSE, name, s.x);
+    cfs_array *a[3] = {NULL, s.ix, s.p};
+    s.x = s.ix = s.p = NULL;
     if (!el) {
-        if (!(a[0] && a[1] && a[2]))
-            cfs_array_unref(a[0]);
         cfs_array_unref(a[1]);
         cfs_array_unref(a[2]);
         return NULL;
@@ -421,46 +403,25 @@ static cfs_elem *sparse(const rconv *c, const r_obj *m, const char *name, bool t
 
 /* ---- dense ---- */
 
-/* A dense matrix rows x cols, column-major, as a C-order array of shape (a, b): transposed
- * (a = cols) keeps R's order; not transposed (a = rows) reorders. Doubles stay float64,
- * integers int32 and logicals bool unless they hold an NA (then float64 with NaN). */
+/* A dense matrix rows x cols, column-major, as a C-order array of shape (a, b), a view of its
+ * values: transposed (a = cols) keeps R's order; not transposed (a = rows) reads each of R's
+ * columns as a column. Doubles stay float64, integers int32 and logicals bool unless they hold
+ * an NA (then float64 with NaN). */
 static cfs_elem *dense(const rconv *c, const r_obj *m, const char *name, bool transposed,
                        uint64_t rows, uint64_t cols, const char **why)
 {
     const r_obj *vals = dense_values(m);
-    const void *v = rc_values(c, vals);
-    if (!v) {
+    if (!vals || (vals->type != R_REAL && vals->type != R_INT && vals->type != R_LGL)) {
         *why = "a matrix whose values are not stored as R writes them";
         return NULL;
     }
-    uint64_t n = rows * cols;
-    bool na = false;
-    for (uint64_t k = 0; vals->type != R_REAL && k < n && !na; k++)
-        na = ((const int32_t *)v)[k] == R_NA_INT;
+    r_vec_stats st;
+    bool na = r_vec_stats_of(c->vecs, vals, &st) && st.has_na;
     cfs_dtype t = vals->type == R_REAL || na ? CFS_FLOAT64
                   : vals->type == R_INT      ? CFS_INT32
                                              : CFS_BOOL;
-    size_t es = cfs_dtype_size(t);
-    uint8_t *d = malloc(n ? n * es : 1);
-    if (!d)
-        return NULL;
-    for (uint64_t j = 0; j < cols; j++)
-        for (uint64_t i = 0; i < rows; i++) {
-            uint64_t src = j * rows + i, dst = transposed ? src : i * cols + j;
-            if (vals->type == R_REAL)
-                ((double *)d)[dst] = ((const double *)v)[src];
-            else {
-                int32_t k = ((const int32_t *)v)[src];
-                if (t == CFS_FLOAT64)
-                    ((double *)d)[dst] = k == R_NA_INT ? NAN : (double)k;
-                else if (t == CFS_INT32)
-                    ((int32_t *)d)[dst] = k;
-                else
-                    d[dst] = k != 0;
-            }
-        }
     uint64_t shape[2] = {transposed ? cols : rows, transposed ? rows : cols};
-    return rc_mem_elem(CFS_EL_ARRAY, name, t, 2, shape, d);
+    return cfs_elem_from_array(CFS_EL_ARRAY, name, rc_view(c, vals, t, 2, shape, !transposed));
 }
 
 static cfs_elem *matrix(const rconv *c, const r_obj *m, const char *name, bool transposed,

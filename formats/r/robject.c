@@ -45,7 +45,7 @@ typedef struct rd {
     uint64_t threshold;
     unsigned max_depth;
     uint64_t max_generated;
-    bool in_memory;         /* reading a deferred string's numbers: never to the sink */
+    bool in_memory;         /* reading an ALTREP state that is rebuilt: never to the sink */
     r_obj **refs;
     size_t nrefs, caprefs;
     char native[64];        /* the writer's native encoding, "" if unknown */
@@ -815,9 +815,11 @@ static r_obj *read_altrep(rd *r, uint32_t flags, unsigned depth)
     }
     if (!cls || !pkg || base < 0)
         return damaged(r, "an ALTREP object whose class information is malformed");
+    /* what the reconstruction looks at stays in the tree, whatever the sink's threshold */
     bool deferred = strcmp(cls, "deferred_string") == 0;
+    bool compact = strcmp(cls, "compact_intseq") == 0 || strcmp(cls, "compact_realseq") == 0;
     bool was = r->in_memory;
-    r->in_memory = was || deferred;
+    r->in_memory = was || deferred || compact;
     r_obj *state = read_item(r, depth + 1);
     r->in_memory = was;
     if (!state)
@@ -1081,6 +1083,16 @@ int r_read_file(const char *path, const r_read_opts *opts, r_file **out, cfs_err
     r_stream *s;
     r_header hdr;
     if (r_stream_open(path, &s, &hdr, err) < 0)
+        return -1;
+    return read_all(s, &hdr, opts, out, err);
+}
+
+int r_read_fd(int fd, const r_read_opts *opts, r_file **out, cfs_err *err)
+{
+    *out = NULL;
+    r_stream *s;
+    r_header hdr;
+    if (r_stream_open_fd(fd, &s, &hdr, err) < 0)
         return -1;
     return read_all(s, &hdr, opts, out, err);
 }

@@ -27,8 +27,9 @@
  * does), wrap_* (the wrapped vector); an ALTREP class of a package is refused by name.
  *
  * Memory is bounded by design: a vector longer than opts.sink_threshold elements is not kept
- * but handed to the sink in chunks as it is read (a later step writes it to a spill file); with
- * no sink, every vector is kept. Lengths are checked against the bytes left where they are
+ * but handed to the sink in chunks as it is read (formats/r/rvectors.h's store leaves it in the
+ * file when the file is a plain binary one, and reads it there later); with no sink, every
+ * vector is kept. Lengths are checked against the bytes left where they are
  * known (uncompressed files), and storage grows only as values actually arrive, so a damaged
  * length costs no more memory than the stream holds. Nesting is limited to opts.max_depth.
  */
@@ -140,6 +141,8 @@ typedef struct r_file {
 
 /* Reads the object of an .rds or the variables of an .rda/.RData (opts may be NULL). */
 int r_read_file(const char *path, const r_read_opts *opts, r_file **out, cfs_err *err);
+/* The same from an open file (at offset 0), which it takes. */
+int r_read_fd(int fd, const r_read_opts *opts, r_file **out, cfs_err *err);
 int r_read_mem(const void *data, size_t len, const r_read_opts *opts, r_file **out,
                cfs_err *err);
 void r_file_free(r_file *f);

@@ -636,17 +636,27 @@ static int open_with(r_stream *s, r_stream **out, r_header *hdr, cfs_err *err)
 int r_stream_open(const char *path, r_stream **out, r_header *hdr, cfs_err *err)
 {
     *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return cfs_err_errno(err, errno, "cannot be opened");
+    return r_stream_open_fd(fd, out, hdr, err);
+}
+
+int r_stream_open_fd(int fd, r_stream **out, r_header *hdr, cfs_err *err)
+{
+    *out = NULL;
     r_stream *s = calloc(1, sizeof *s);
     layer *l = s ? layer_new(L_FILE, NULL) : NULL;
     if (!l) {
         free(s);
+        close(fd);
         return cfs_err_oom(err);
     }
     s->layers[0] = l;
     s->nlayers = 1;
-    l->fd = open(path, O_RDONLY | O_CLOEXEC);
+    l->fd = fd;
     struct stat st;
-    if (l->fd < 0 || fstat(l->fd, &st) != 0) {
+    if (fstat(l->fd, &st) != 0) {
         int e = errno;
         r_stream_close(s);
         return cfs_err_errno(err, e, "cannot be opened");

@@ -48,6 +48,8 @@ typedef struct r_stream r_stream;
 /* Opens path, peels its compression layers and reads the container magic and the stream header
  * (into *hdr); the stream is left at the first item. */
 int r_stream_open(const char *path, r_stream **out, r_header *hdr, cfs_err *err);
+/* The same over an open file, read from its current offset (0 expected); takes fd. */
+int r_stream_open_fd(int fd, r_stream **out, r_header *hdr, cfs_err *err);
 /* The same over len bytes at data (not copied: they must outlive the stream). */
 int r_stream_open_mem(const void *data, size_t len, r_stream **out, r_header *hdr, cfs_err *err);
 void r_stream_close(r_stream *s);
@@ -56,8 +58,8 @@ void r_stream_close(r_stream *s);
  * format bytes when there is none). */
 uint64_t r_stream_offset(const r_stream *s);
 /* For an uncompressed binary stream read from a file: the file offset of the next byte, and the
- * bytes left in the file; -1 / UINT64_MAX otherwise (compressed, ASCII or memory streams). A
- * later step reads large vectors of such files in place. */
+ * bytes left in the file; -1 / UINT64_MAX otherwise (compressed, ASCII or memory streams). Large
+ * vectors of such files are read in place (formats/r/rvectors.h). */
 int64_t r_stream_file_offset(const r_stream *s);
 uint64_t r_stream_bytes_left(const r_stream *s);
 

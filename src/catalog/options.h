@@ -18,6 +18,10 @@ typedef struct cfs_unpacker {
      * inputs are refused. */
     int (*copy)(void *ctx, const char *source, const char *codec, cfs_progress *progress,
                 char **path, cfs_err *err);
+    /* Whether an input whose format reads it whole at open (cfs_format_reads_whole: an R file)
+     * is opened later, in the background, rather than now (the mount, before it is up). NULL:
+     * now. */
+    bool (*defer)(void *ctx, const char *source);
     void *ctx;
 } cfs_unpacker;
 

@@ -25,27 +25,18 @@ void cfs_prepared_refuse(cfs_prepared *p, const char *reason)
     p->embedding = NULL;
 }
 
-/* Opens the source, or for a compressed copy a format reads only from disk, its decompressed
- * copy where the front end keeps them; the dataset's source is the one given either way. */
-static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
+/* Opens the decompressed copy of the source (compressed with codec) that the front end keeps;
+ * the dataset's source is the one given. */
+static int open_copy(cfs_prepared *p, const cfs_options *opts, const char *codec,
+                     const cfs_isolation *iso, cfs_err *err)
 {
-    /* Most sources open as they are: only a refused one is probed again for a compressed copy,
-     * so the usual open reads the file's head once. */
-    const char *codec = NULL;
-    cfs_isolation iso = cfs_options_isolation(opts);
-    if (cfs_isolated_open(p->source, &iso, &p->ds, &p->damage, err) == 0)
-        return 0;
-    if (p->damage.happened)
-        return -1;
-    if (!cfs_format_needs_unpack(p->source, &codec))
-        return -1;
     if (!opts->unpack.copy)
         return cfs_err_setc(err, CFS_EREFUSED, "a %s-compressed copy, which this command does "
                             "not decompress; decompress it first", codec);
     char *copy = NULL;
     if (opts->unpack.copy(opts->unpack.ctx, p->source, codec, p->progress, &copy, err) < 0)
         return -1;
-    int rc = cfs_isolated_open(copy, &iso, &p->ds, &p->damage, err);
+    int rc = cfs_isolated_open(copy, iso, &p->ds, &p->damage, err);
     free(copy);
     if (rc == 0) {
         char *source = strdup(p->source);
@@ -55,6 +46,32 @@ static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
         p->ds->source = source;
     }
     return rc;
+}
+
+/* Opens the source, or its decompressed copy where the front end makes one: for a compressed
+ * copy a format reads only from disk, and for a compressed input of a format that reads its
+ * whole input at open (R's stream: from a plain file it leaves the large vectors where they lie
+ * instead of holding them in memory). The latter may wait to be opened in the background. */
+static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
+{
+    const char *codec = NULL;
+    cfs_isolation iso = cfs_options_isolation(opts);
+    if (opts->unpack.copy && cfs_format_reads_whole(p->source, &codec)) {
+        if (opts->unpack.defer && opts->unpack.defer(opts->unpack.ctx, p->source))
+            return cfs_err_setc(err, CFS_ERETRY, "opened in the background once the mount is "
+                                "up");
+        if (codec)
+            return open_copy(p, opts, codec, &iso, err);
+    }
+    /* Most sources open as they are: only a refused one is probed again for a compressed copy,
+     * so the usual open reads the file's head once. */
+    if (cfs_isolated_open(p->source, &iso, &p->ds, &p->damage, err) == 0)
+        return 0;
+    if (p->damage.happened)
+        return -1;
+    if (!cfs_format_needs_unpack(p->source, &codec))
+        return -1;
+    return open_copy(p, opts, codec, &iso, err);
 }
 
 static void open_one(cfs_prepared *p, const cfs_options *opts)
@@ -266,8 +283,8 @@ void cfs_prepared_report(const cfs_prepared *p, const char *shown, FILE *log)
 {
     const char *name = shown ? shown : p->source;
     if (p->pending) {
-        fprintf(log, "cellucid-fs: %s: decompressing into the cache; served when done\n",
-                name);
+        fprintf(log, "cellucid-fs: %s: opened in the background (decompressed into the cache "
+                "first if compressed); served when done\n", name);
         return;
     }
     if (p->refused) {

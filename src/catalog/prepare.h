@@ -32,8 +32,9 @@ typedef struct cfs_prepared {
     cfs_progress *progress;    /* its layout jobs' progress (may be NULL) */
     char *raw_id;              /* its id before ids were made distinct */
     bool reused;               /* the caller's open version serves it (cfs_prepare_reusing) */
-    /* Not opened yet: its decompressed copy is made later (the unpacker said CFS_ERETRY). No
-     * dataset, no reason; the caller prepares it again when the copy can be made. */
+    /* Not opened yet: its decompressed copy is made later, or it is opened in the background
+     * (the unpacker said CFS_ERETRY, or to defer it). No dataset, no reason; the caller
+     * prepares it again when the mount is up. */
     bool pending;
     /* A reader worker was lost opening or laying it out (refused then), as status.json shows
      * it; a worker lost later is asked of the dataset (cfs_isolated_fault). */

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <sys/stat.h>
 
+#include "detect.h"
 #include "format.h"
 
 static int compare_paths(const void *a, const void *b)
@@ -42,13 +43,11 @@ static int followable(const char *src, const char *name, const char *path, struc
 /* The inputs below dir that match pattern (a path whose '*' components stand for any one name):
  * where a format keeps inputs nested in a folder (docs/design.md §10). -1 only on allocation
  * failure. */
-static int walk_nested(const char *src, const char *dir, const char *pattern,
+static int walk_nested(const char *src, cfs_detector *d, const char *dir, const char *pattern,
                        cfs_source_list *out)
 {
-    if (!*pattern) {
-        cfs_err ignored;
-        return cfs_format_detect(dir, &ignored) != NULL ? push(out, dir) : 0;
-    }
+    if (!*pattern)
+        return cfs_detector_is_input(d, dir) ? push(out, dir) : 0;
     const char *slash = strchr(pattern, '/');
     size_t n = slash ? (size_t)(slash - pattern) : strlen(pattern);
     const char *rest = slash ? slash + 1 : "";
@@ -60,32 +59,32 @@ static int walk_nested(const char *src, const char *dir, const char *pattern,
         if (!path)
             rc = -1;
         else if (followable(src, name, path, &st) && S_ISDIR(st.st_mode))
-            rc = walk_nested(src, path, rest, out);
+            rc = walk_nested(src, d, path, rest, out);
         free(path);
         free(name);
         return rc;
     }
-    DIR *d = cfs_path_inside(dir, src) ? opendir(dir) : NULL;
+    DIR *listed = cfs_path_inside(dir, src) ? opendir(dir) : NULL;
     struct dirent *e;
-    while (rc == 0 && d && (e = readdir(d))) {
+    while (rc == 0 && listed && (e = readdir(listed))) {
         char *path = cfs_path_join(dir, e->d_name);
         if (!path)
             rc = -1;
         else if (followable(src, e->d_name, path, &st) && S_ISDIR(st.st_mode))
-            rc = walk_nested(src, path, rest, out);
+            rc = walk_nested(src, d, path, rest, out);
         free(path);
     }
-    if (d)
-        closedir(d);
+    if (listed)
+        closedir(listed);
     return rc;
 }
 
-static int push_nested(const char *src, const char *dir, cfs_source_list *out)
+static int push_nested(const char *src, cfs_detector *d, const char *dir, cfs_source_list *out)
 {
     int rc = 0;
     for (const cfs_format *const *f = cfs_formats(); rc == 0 && *f; f++)
         for (const char *const *p = (*f)->nested; rc == 0 && p && *p; p++)
-            rc = walk_nested(src, dir, *p, out);
+            rc = walk_nested(src, d, dir, *p, out);
     return rc;
 }
 
@@ -107,52 +106,59 @@ static bool has_uncompressed_twin(const char *path)
     return false;
 }
 
-static int is_input(const char *dir, const char *name, const char *path)
+/* A file named as an input is one without probing; any other entry is probed by content (a
+ * folder is an input only when a format recognises it, a Cell Ranger outs/ folder). */
+static int is_input(const char *dir, cfs_detector *d, const char *name, const char *path)
 {
     struct stat st;
     if (!followable(dir, name, path, &st))
         return 0;
-    cfs_err ignored;
-    /* A folder is an input only when a format recognises it (a Cell Ranger outs/ folder). */
-    if (S_ISDIR(st.st_mode))
-        return cfs_format_detect(path, &ignored) != NULL;
-    if (!S_ISREG(st.st_mode) || has_uncompressed_twin(path))
+    if (S_ISREG(st.st_mode) && has_uncompressed_twin(path))
         return 0;
-    if (cfs_format_candidate_name(name))
+    if (S_ISREG(st.st_mode) && cfs_format_candidate_name(name))
         return 1;
-    const char *codec;
-    return cfs_format_detect(path, &ignored) != NULL || cfs_format_needs_unpack(path, &codec);
+    return (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) && cfs_detector_is_input(d, path);
 }
 
-int cfs_sources_list(const char *src, cfs_source_list *out, cfs_err *err)
+static int list_folder(const char *src, cfs_detector *d, cfs_source_list *out, cfs_err *err)
+{
+    DIR *listed = opendir(src);
+    if (!listed)
+        return cfs_err_set(err, "%s: cannot list the folder: %s", src, strerror(errno));
+    struct dirent *e;
+    int rc = push_nested(src, d, src, out) < 0 ? cfs_err_oom(err) : 0;
+    while (rc == 0 && (e = readdir(listed))) {
+        char *path = cfs_path_join(src, e->d_name);
+        struct stat st;
+        if (!path)
+            rc = cfs_err_oom(err);
+        else if (is_input(src, d, e->d_name, path))
+            rc = push(out, path) < 0 ? cfs_err_oom(err) : 0;
+        else if (followable(src, e->d_name, path, &st) && S_ISDIR(st.st_mode) &&
+                 push_nested(src, d, path, out) < 0)
+            rc = cfs_err_oom(err);
+        free(path);
+    }
+    closedir(listed);
+    return rc;
+}
+
+int cfs_sources_list(const char *src, cfs_detector *d, cfs_source_list *out, cfs_err *err)
 {
     out->paths = NULL;
     out->n = 0;
     struct stat st;
     if (stat(src, &st) < 0)
         return cfs_err_set(err, "%s: cannot be read: %s", src, strerror(errno));
-    cfs_err ignored;
-    /* A file, or a folder that is itself one input (an outs/ folder), is the only source. */
-    if (!S_ISDIR(st.st_mode) || cfs_format_detect(src, &ignored) != NULL)
+    /* A file is the only source. */
+    if (!S_ISDIR(st.st_mode))
         return push(out, src) < 0 ? cfs_err_oom(err) : 0;
-    DIR *d = opendir(src);
-    if (!d)
-        return cfs_err_set(err, "%s: cannot list the folder: %s", src, strerror(errno));
-    struct dirent *e;
-    int rc = push_nested(src, src, out) < 0 ? cfs_err_oom(err) : 0;
-    while (rc == 0 && (e = readdir(d))) {
-        char *path = cfs_path_join(src, e->d_name);
-        struct stat st;
-        if (!path)
-            rc = cfs_err_oom(err);
-        else if (is_input(src, e->d_name, path))
-            rc = push(out, path) < 0 ? cfs_err_oom(err) : 0;
-        else if (followable(src, e->d_name, path, &st) && S_ISDIR(st.st_mode) &&
-                 push_nested(src, path, out) < 0)
-            rc = cfs_err_oom(err);
-        free(path);
-    }
-    closedir(d);
+    /* So is a folder that is itself one input (an outs/ folder). */
+    cfs_detection self;
+    cfs_detector_ask(d, src, &self);
+    int rc = self.format[0] ? (push(out, src) < 0 ? cfs_err_oom(err) : 0)
+                            : list_folder(src, d, out, err);
+    cfs_detector_scan_done(d);
     if (rc < 0) {
         cfs_sources_free(out);
         return rc;

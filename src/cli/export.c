@@ -304,7 +304,7 @@ int cfs_export(const char *src, const char *out, const cfs_options *opts_in, boo
         return cfs_err_oom(err);
     options.layout.workdir = work;
     /* Decompressed copies of compressed inputs live in the work folder, gone with it. */
-    options.unpack = (cfs_unpacker){cfs_unpacked_in_folder, work};
+    options.unpack = (cfs_unpacker){.copy = cfs_unpacked_in_folder, .ctx = work};
     int rc = export_with_workdir(src, out, opts, force, log, work, err);
     free(work);
     return rc;
@@ -316,15 +316,16 @@ static int export_with_workdir(const char *src, const char *out, const cfs_optio
     if (check_paths(src, out, force, err) < 0)
         return -1;
     cfs_source_list sources;
-    if (cfs_sources_list(src, &sources, err) < 0)
+    cfs_isolation iso = cfs_options_isolation(opts);
+    cfs_detector *detector = cfs_detector_new(&iso);
+    int listed = detector ? cfs_sources_list(src, detector, &sources, err) : cfs_err_oom(err);
+    cfs_detector_free(detector);
+    if (listed < 0)
         return -1;
     if (mkdir(work, 0700) < 0) {
         cfs_sources_free(&sources);
         return cfs_err_set(err, "%s: cannot create: %s", work, strerror(errno));
     }
-    /* Readers that spill (R objects' large vectors), here and in the reader workers started
-     * from now on, put their files there too. */
-    setenv("CELLUCID_FS_WORK_DIR", work, 1);
     if (sources.n == 0) {
         cfs_sources_free(&sources);
         remove_tree(work);

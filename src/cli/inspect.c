@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "format.h"
+#include "detect.h"
 #include "isolated.h"
 #include "options.h"
 #include "embedding.h"
@@ -158,24 +159,46 @@ static json_t *describe(const cfs_dataset *ds)
     return doc;
 }
 
-/* A compressed copy a format reads only from disk is decompressed into a temporary folder,
- * removed again by close_input. */
-/* Read in a worker, as mount and export do (docs/design.md §2.4): a file that crashes its
- * reader is reported, not the end of inspect. */
-static int open_isolated(const char *path, cfs_dataset **ds, cfs_err *err)
+static cfs_isolation default_isolation(void)
 {
     cfs_options defaults;
     cfs_options_init(&defaults);
-    cfs_isolation iso = cfs_options_isolation(&defaults);
-    return cfs_isolated_open(path, &iso, ds, NULL, err);
+    return cfs_options_isolation(&defaults);
 }
 
-static int open_input(const char *path, cfs_dataset **ds, char *tmpdir, size_t len, cfs_err *err)
+/* Read in a worker, as mount and export do (docs/design.md §2.4): a file that crashes its
+ * reader is reported, not the end of inspect. */
+static int open_isolated(const char *path, cfs_dataset **ds, cfs_reader_fault *fault,
+                         cfs_err *err)
+{
+    cfs_isolation iso = default_isolation();
+    return cfs_isolated_open(path, &iso, ds, fault, err);
+}
+
+/* The format a refused input was detected as, asked of a worker too: "" if none. */
+static void detected_format(const char *path, char *name, size_t len)
+{
+    cfs_isolation iso = default_isolation();
+    cfs_detector *d = cfs_detector_new(&iso);
+    cfs_detection found = {0};
+    if (d)
+        cfs_detector_ask(d, path, &found);
+    cfs_detector_free(d);
+    snprintf(name, len, "%s", found.format);
+}
+
+/* A compressed copy a format reads only from disk, or a compressed input of a format that
+ * reads it whole (R's), is decompressed into a temporary folder, removed again by close_input. */
+static int open_input(const char *path, cfs_dataset **ds, char *tmpdir, size_t len,
+                      cfs_reader_fault *fault, cfs_err *err)
 {
     const char *codec = NULL;
     tmpdir[0] = '\0';
-    if (!cfs_format_needs_unpack(path, &codec))
-        return open_isolated(path, ds, err);
+    /* a compressed R file too: from its copy, its large vectors are not held in memory */
+    bool from_copy = (cfs_format_reads_whole(path, &codec) && codec) ||
+                     cfs_format_needs_unpack(path, &codec);
+    if (!from_copy)
+        return open_isolated(path, ds, fault, err);
     const char *tmp = getenv("TMPDIR");
     snprintf(tmpdir, len, "%s/cellucid-fs-inspect-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(tmpdir)) {
@@ -186,7 +209,7 @@ static int open_input(const char *path, cfs_dataset **ds, char *tmpdir, size_t l
     char *copy = NULL;
     if (cfs_unpacked_in_folder(tmpdir, path, codec, NULL, &copy, err) < 0)
         return -1;
-    int rc = open_isolated(copy, ds, err);
+    int rc = open_isolated(copy, ds, fault, err);
     free(copy);
     return rc;
 }
@@ -215,10 +238,14 @@ json_t *cfs_inspect_file(const char *path)
     cfs_err err = {0};
     json_t *doc;
     char tmpdir[4096];
-    if (open_input(path, &ds, tmpdir, sizeof tmpdir, &err) < 0) {
-        const cfs_format *f = cfs_format_detect(path, &err);
-        doc = json_pack("{s:s?, s:n, s:s}", "format", f ? f->name : NULL, "version", "refused",
-                        err.msg);
+    cfs_reader_fault fault = {0};
+    if (open_input(path, &ds, tmpdir, sizeof tmpdir, &fault, &err) < 0) {
+        /* A file whose open took the worker down is not probed again: it would only repeat. */
+        char format[sizeof ((cfs_detection *)0)->format] = "";
+        if (!fault.happened)
+            detected_format(path, format, sizeof format);
+        doc = json_pack("{s:s?, s:n, s:s}", "format", format[0] ? format : NULL, "version",
+                        "refused", err.msg);
     } else {
         doc = describe(ds);
         cfs_dataset_free(ds);

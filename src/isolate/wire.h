@@ -20,6 +20,8 @@ typedef enum cfs_wire_type {
     CFS_WIRE_READ = 3,      /* daemon: u32 array id, u8 ndim, u64 start[ndim], u64 count[ndim] */
     CFS_WIRE_DATA = 4,      /* worker: u32 status, then the values or str reason */
     CFS_WIRE_READ_ROWS = 5, /* daemon: u32 array id, u64 n, u64 rows[n] (ascending): whole rows */
+    CFS_WIRE_DETECT = 6,    /* daemon: str path (is it an input? detect.h) */
+    CFS_WIRE_DETECTED = 7,  /* worker: optstr format name, u8 a compressed copy of an input */
 } cfs_wire_type;
 
 /* Frames larger than this are refused by both sides (a read reply of numeric values is at most

@@ -92,6 +92,26 @@ static int serve_open(worker *w, cfs_wire_cursor *c)
     return rc;
 }
 
+/* What the folder scan asks of a file or folder: the format that bids for it, and whether it is a
+ * compressed copy of an input. Any number of these, before an open or without one. */
+static int serve_detect(worker *w, cfs_wire_cursor *c)
+{
+    char *path = cfs_wire_get_str(c, CFS_WIRE_MAX_CONTROL);
+    if (!path || c->left)
+        return free(path), -1;
+    cfs_err ignored;
+    const char *codec = NULL;
+    const cfs_format *f = maybe_fault(w, "detect") < 0 ? NULL : cfs_format_detect(path, &ignored);
+    bool compressed = !f && cfs_format_needs_unpack(path, &codec);
+    free(path);
+    cfs_buf b = {0};
+    cfs_err err = {0};
+    int rc = cfs_wire_put_str(&b, f ? f->name : NULL) | cfs_wire_put_u8(&b, compressed);
+    rc = rc == 0 ? cfs_wire_send(w->fd, CFS_WIRE_DETECTED, b.data, b.len, -1, &err) : -1;
+    cfs_buf_free(&b);
+    return rc;
+}
+
 /* The strings as u32 length + bytes each, after the status. */
 static int put_strings(cfs_buf *b, const char *const *s, size_t n)
 {
@@ -249,7 +269,8 @@ int cfs_reader_worker_main(int fd, uint64_t memory_limit)
         cfs_wire_cursor c = {payload, len, false};
         int rc = type == CFS_WIRE_OPEN ? serve_open(&w, &c)
                  : type == CFS_WIRE_READ ? serve_read(&w, &c)
-                 : type == CFS_WIRE_READ_ROWS ? serve_read_rows(&w, &c) : -1;
+                 : type == CFS_WIRE_READ_ROWS ? serve_read_rows(&w, &c)
+                 : type == CFS_WIRE_DETECT ? serve_detect(&w, &c) : -1;
         if (rc < 0)
             status = 2;         /* a request it does not understand, or the socket failed */
     }

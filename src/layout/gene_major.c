@@ -3,11 +3,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "chunk_hint.h"
 #include "parallel.h"
 #include "job.h"
+#include "schedule.h"
 #include "sparse_index.h"
 #include "spill.h"
 
@@ -24,10 +26,15 @@ typedef struct sparse_engine {
     cfs_engine_opts opts;
     char *workdir, *label;
     cfs_dtype out_index;                    /* int32 or int64 */
+    unsigned test_delay_ms;                 /* CFS_LAYOUT_DELAY_ENV: each bucket waits this long */
     /* results */
     int64_t *out_indptr;                    /* n_vars + 1 */
     int data_fd, index_fd;                  /* nnz values / nnz row indices */
     uint64_t result_bytes;                  /* held in opts.space while the results live */
+    /* Under the job's lock, while the pass runs: what readers may read already (§7). */
+    bool indptr_ready;                      /* out_indptr is complete (the spill has ended) */
+    uint64_t width;                         /* genes per bucket */
+    cfs_schedule sched;                     /* the buckets: the ones readers wait for go first */
 } sparse_engine;
 
 /* One spilled nonzero: stored row, gene (relative to its bucket), then the value bytes. */
@@ -38,6 +45,11 @@ typedef struct rec_layout {
 static void report(const sparse_engine *e, double f)
 {
     cfs_progress_note(e->opts.progress, e->label, f);
+}
+
+static int cancelled(const sparse_engine *e, cfs_err *err)
+{
+    return cfs_err_set(err, "%s: the layout was stopped (the dataset is closing)", e->label);
 }
 
 typedef struct buckets {
@@ -141,6 +153,10 @@ static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_
     for (uint64_t k0 = 0; rc == 0 && k0 < e->nnz; k0 += block) {
         uint64_t n = e->nnz - k0 < block ? e->nnz - k0 : block;
         uint64_t s[1] = {k0}, c[1] = {n};
+        if (cfs_job_cancelled(&e->job)) {
+            rc = cancelled(e, err);
+            break;
+        }
         if (cfs_array_read(e->indices, s, c, ibuf, err) < 0 ||
             cfs_array_read(e->data, s, c, vbuf, err) < 0) {
             rc = -1;
@@ -336,39 +352,56 @@ static int emit_bucket(sparse_engine *e, const buckets *bk, sort_ws *ws, size_t 
 }
 
 /* Buckets are sorted by SORTERS threads at once, each with its share of the memory budget;
- * they write disjoint ranges of the result files. */
+ * they write disjoint ranges of the result files. Which bucket goes next is the schedule's
+ * choice (one a reader waits for first), made under the job's lock; a bucket written is served
+ * at once (result_read). */
 enum { SORTERS = 2 };
 
 typedef struct emit_pool {
     sparse_engine *e;
     const buckets *bk;
     size_t rs;
-    pthread_mutex_t lock;
-    size_t next, done;
-    int failed;
+    int failed;             /* under the job's lock */
     cfs_err err;
 } emit_pool;
+
+/* The test hook's pause before a bucket, cut short when the job is cancelled. */
+static void test_delay(sparse_engine *e)
+{
+    for (unsigned waited = 0; waited < e->test_delay_ms && !cfs_job_cancelled(&e->job);
+         waited += 10)
+        nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+}
 
 static void *sorter(void *arg)
 {
     emit_pool *p = arg;
+    sparse_engine *e = p->e;
     sort_ws ws = {0};
     cfs_err err;
     for (;;) {
-        pthread_mutex_lock(&p->lock);
-        size_t b = p->failed ? p->bk->n : p->next++;
-        pthread_mutex_unlock(&p->lock);
+        pthread_mutex_lock(&e->job.lock);
+        size_t b = p->failed || cfs_job_cancelled(&e->job) ? p->bk->n
+                                                           : cfs_schedule_claim(&e->sched);
+        pthread_mutex_unlock(&e->job.lock);
         if (b >= p->bk->n)
             break;
-        int rc = emit_bucket(p->e, p->bk, &ws, b, p->rs, p->e->opts.memory / SORTERS, &err);
-        pthread_mutex_lock(&p->lock);
+        test_delay(e);
+        int rc = cfs_job_cancelled(&e->job)
+                     ? cancelled(e, &err)
+                     : emit_bucket(e, p->bk, &ws, b, p->rs, e->opts.memory / SORTERS, &err);
+        pthread_mutex_lock(&e->job.lock);
         if (rc < 0 && !p->failed) {
             p->failed = 1;
             p->err = err;
         }
-        size_t done = ++p->done;
-        pthread_mutex_unlock(&p->lock);
-        report(p->e, 0.7 + 0.3 * (double)done / (double)p->bk->n);
+        if (rc == 0) {
+            cfs_schedule_land(&e->sched, b);
+            cfs_job_landed(&e->job);
+        }
+        size_t done = e->sched.landed;
+        pthread_mutex_unlock(&e->job.lock);
+        report(e, 0.7 + 0.3 * (double)done / (double)p->bk->n);
     }
     free(ws.a);
     free(ws.tmp);
@@ -378,9 +411,7 @@ static void *sorter(void *arg)
 static int emit_all(sparse_engine *e, const buckets *bk, size_t rs, cfs_err *err)
 {
     emit_pool pool = {.e = e, .bk = bk, .rs = rs};
-    pthread_mutex_init(&pool.lock, NULL);
     cfs_parallel_run(SORTERS, sorter, &pool);
-    pthread_mutex_destroy(&pool.lock);
     if (pool.failed) {
         *err = pool.err;
         return -1;
@@ -423,7 +454,8 @@ static int result_file(const char *workdir, int *fd, cfs_err *err)
     return 0;
 }
 
-/* A failed run leaves no results: a later run starts from empty files. */
+/* The results go (a failed run's, or a finished job's to make room): a later run starts from
+ * empty files. Under the job's lock, or with nobody else left. */
 static void release_results(sparse_engine *e)
 {
     cfs_space_release(e->opts.space, e->result_bytes);
@@ -435,17 +467,50 @@ static void release_results(sparse_engine *e)
     e->data_fd = e->index_fd = -1;
     free(e->out_indptr);
     e->out_indptr = NULL;
+    e->indptr_ready = false;
+    cfs_schedule_free(&e->sched);
 }
 
+/* Bucket count: each bucket is sorted in one go (a sorter holds 2 records + 8 bytes each), and
+ * there are enough of them that a reader waiting for one bucket waits for a small share of the
+ * sorting (MIN_BUCKETS), unless that makes buckets smaller than MIN_BUCKET_BYTES of records. */
+enum { MIN_BUCKETS = 64, MIN_BUCKET_BYTES = 64 << 10 };
+
+static size_t bucket_count(const sparse_engine *e, const rec_layout *rl)
+{
+    uint64_t want = e->nnz * (2 * rl->size + 8) * SORTERS / (e->opts.memory ? e->opts.memory : 1) + 1;
+    uint64_t small = e->nnz * rl->size / MIN_BUCKET_BYTES + 1;
+    if (want < MIN_BUCKETS)
+        want = small < MIN_BUCKETS ? small : MIN_BUCKETS;
+    if (want > MAX_BUCKETS)
+        want = MAX_BUCKETS;
+    if (want > e->n_vars)
+        want = e->n_vars ? e->n_vars : 1;
+    return (size_t)want;
+}
+
+/* The spill pass has made out_indptr: readers of X/indptr go on, the others learn which bucket
+ * holds their range. */
+static void indptr_landed(sparse_engine *e, const buckets *b)
+{
+    int64_t sum = 0;
+    for (uint64_t g = 0; g < e->n_vars; g++) {
+        e->out_indptr[g] = sum;
+        sum += (int64_t)b->counts[g];
+    }
+    e->out_indptr[e->n_vars] = sum;
+    pthread_mutex_lock(&e->job.lock);
+    e->indptr_ready = true;
+    cfs_job_landed(&e->job);
+    pthread_mutex_unlock(&e->job.lock);
+}
+
+/* A failed pass leaves its results to the job, which drops them once nobody reads them. */
 static int sparse_pass(sparse_engine *e, cfs_err *err)
 {
     rec_layout rl = {cfs_dtype_size(e->data->dtype), 8 + cfs_dtype_size(e->data->dtype)};
-    /* Size buckets so each is sorted in one go: a sorter holds 2 records + 8 bytes each. */
-    uint64_t want = e->nnz * (2 * rl.size + 8) * SORTERS / (e->opts.memory ? e->opts.memory : 1) + 1;
     buckets b = {0};
-    b.n = want > MAX_BUCKETS ? MAX_BUCKETS : (size_t)want;
-    if (b.n > e->n_vars)
-        b.n = e->n_vars ? (size_t)e->n_vars : 1;
+    b.n = bucket_count(e, &rl);
     b.width = (e->n_vars + b.n - 1) / b.n;
     if (b.width == 0)
         b.width = 1;
@@ -454,15 +519,19 @@ static int sparse_pass(sparse_engine *e, cfs_err *err)
     int rc = reserve_work(&e->opts, e->label, spill_bytes + result_bytes, err);
     if (rc < 0)
         return rc;
-    e->result_bytes = result_bytes;
     b.spill = calloc(b.n, sizeof *b.spill);
     b.counts = calloc(e->n_vars + 1, sizeof *b.counts);
+    pthread_mutex_lock(&e->job.lock);
+    e->result_bytes = result_bytes;
+    e->width = b.width;
+    if (cfs_schedule_init(&e->sched, b.n) < 0)
+        rc = -1;
+    pthread_mutex_unlock(&e->job.lock);
     e->out_indptr = malloc((e->n_vars + 1) * sizeof *e->out_indptr);
-    if (!b.spill || !b.counts || !e->out_indptr) {
+    if (rc < 0 || !b.spill || !b.counts || !e->out_indptr) {
         free(b.spill);
         free(b.counts);
         cfs_space_release(e->opts.space, spill_bytes);
-        release_results(e);
         return cfs_err_oom(err);
     }
     size_t buffer = (size_t)(e->opts.memory / 8 / b.n);
@@ -477,14 +546,8 @@ static int sparse_pass(sparse_engine *e, cfs_err *err)
         rc = result_file(e->workdir, &e->data_fd, err);
     if (rc == 0)
         rc = spill_source(e, &b, &rl, err);
-    if (rc == 0) {
-        int64_t sum = 0;
-        for (uint64_t g = 0; g < e->n_vars; g++) {
-            e->out_indptr[g] = sum;
-            sum += (int64_t)b.counts[g];
-        }
-        e->out_indptr[e->n_vars] = sum;
-    }
+    if (rc == 0)
+        indptr_landed(e, &b);
     /* The spill buffers are no longer needed: their memory goes to the sorters. */
     for (size_t i = 0; i < opened; i++) {
         free(b.spill[i].buf);
@@ -497,18 +560,20 @@ static int sparse_pass(sparse_engine *e, cfs_err *err)
     cfs_space_release(e->opts.space, spill_bytes);
     free(b.spill);
     free(b.counts);
-    if (rc < 0)
-        release_results(e);
     return rc;
 }
 
+/* In the job's thread (cfs_job_acquire_part). */
 static int sparse_run(cfs_job *job, cfs_err *err)
 {
     sparse_engine *e = (sparse_engine *)job;
     cfs_progress_begin(e->opts.progress, e->label);
     int rc = sparse_pass(e, err);
     cfs_progress_end(e->opts.progress, e->label);
-    return rc == 0 ? hold_results(&e->opts, job, err) : rc;
+    /* A finished job's results may give way to other work; it runs again when read again. */
+    if (rc == 0 && cfs_space_hold(e->opts.space, job) < 0)
+        rc = cfs_err_oom(err);
+    return rc;
 }
 
 static void sparse_drop(cfs_job *job)
@@ -535,12 +600,47 @@ typedef struct sparse_result {
     int which;              /* 0 data, 1 indices, 2 indptr */
 } sparse_result;
 
+typedef struct result_part {
+    int which;
+    uint64_t start, count;
+} result_part;
+
+/* The gene holding entry k < nnz: the last gene whose range starts at or before it. */
+static uint64_t gene_of_entry(const sparse_engine *e, uint64_t k)
+{
+    uint64_t lo = 0, hi = e->n_vars;        /* out_indptr[lo] <= k < out_indptr[hi] */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if ((uint64_t)e->out_indptr[mid] <= k)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Under the job's lock while the pass runs: indptr once the spill has ended; a range of entries
+ * once every bucket of the genes it crosses is written. */
+static bool part_ready(cfs_job *job, const void *arg)
+{
+    const sparse_engine *e = (const sparse_engine *)job;
+    const result_part *p = arg;
+    if (!e->indptr_ready)
+        return false;
+    if (p->which == 2 || p->count == 0)
+        return true;
+    uint64_t first = gene_of_entry(e, p->start) / e->width;
+    uint64_t last = gene_of_entry(e, p->start + p->count - 1) / e->width;
+    return cfs_schedule_ready(&((sparse_engine *)job)->sched, first, last);
+}
+
 static int result_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
                        void *out, cfs_err *err)
 {
     sparse_result *r = arr->ctx;
     sparse_engine *e = r->engine;
-    if (cfs_job_acquire(&e->job, err) < 0)
+    result_part part = {r->which, start[0], count[0]};
+    if (cfs_job_acquire_part(&e->job, &part, err) < 0)
         return -1;
     size_t esize = cfs_dtype_size(arr->dtype);
     int rc = 0;
@@ -587,6 +687,9 @@ int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o
         return cfs_err_oom(err);
     cfs_job_init(&e->job, sparse_run, sparse_destroy);
     e->job.drop = sparse_drop;
+    e->job.part_ready = part_ready;
+    const char *delay = getenv(CFS_LAYOUT_DELAY_ENV);
+    e->test_delay_ms = delay ? (unsigned)strtoul(delay, NULL, 10) : 0;
     e->data = cfs_array_ref(el->values);
     e->indices = cfs_array_ref(el->aux);
     e->indptr = cfs_array_ref(el->indptr);

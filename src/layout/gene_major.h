@@ -14,6 +14,10 @@
 #include "progress.h"
 #include "space.h"
 
+/* Test hook (docs/design.md §7): milliseconds the sparse engine waits before sorting each bucket,
+ * so that tests can read a gene while the pass still runs. Unset outside tests. */
+#define CFS_LAYOUT_DELAY_ENV "CELLUCID_FS_TEST_LAYOUT_DELAY"
+
 typedef struct cfs_engine_opts {
     uint64_t memory;            /* bytes the engine may hold */
     const char *workdir;        /* where spill and result files go (unlinked at creation) */
@@ -23,7 +27,8 @@ typedef struct cfs_engine_opts {
 
 /* Rewrites a sparse (csr or csc) cells x genes element in place into csc_matrix with rows in
  * stored order: indptr over genes and row indices ascending per gene, both
- * in one dtype (cfs_sparse_index_dtype). */
+ * in one dtype (cfs_sparse_index_dtype). The pass runs in a thread of its own from the first
+ * read on and serves each range of the result as soon as it is written. */
 int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
                           const char *label, cfs_err *err);
 /* Rewrites a dense 2-d cells x genes array in place: rows in stored order, stored in blocks of

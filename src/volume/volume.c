@@ -76,6 +76,7 @@ struct cfs_volume {
     pthread_t unpacker;         /* opens the sources waiting for their copy, once mounted */
     bool unpacker_started;
     cfs_options opts;
+    cfs_detector *detector;     /* which entries of src are inputs, kept from scan to scan */
     void (*invalidate)(void *ctx, uint64_t parent, const char *name, uint64_t ino);
     void *invalidate_ctx;
 };
@@ -503,7 +504,7 @@ int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
 {
     pthread_mutex_lock(&v->refreshing);
     cfs_source_list sources;
-    int rc = cfs_sources_list(v->src, &sources, err);
+    int rc = cfs_sources_list(v->src, v->detector, &sources, err);
     pthread_mutex_lock(&v->lock);
     bool same = rc == 0 && v->catalog_ino && unchanged(v, &sources);
     pthread_mutex_unlock(&v->lock);
@@ -619,7 +620,7 @@ void cfs_volume_set_cache(cfs_volume *v, cfs_cache *cache)
     cfs_copies_set_cache(v->copies, cache);
     cfs_source_list sources;
     cfs_err err;
-    if (cfs_sources_list(v->src, &sources, &err) == 0) {
+    if (cfs_sources_list(v->src, v->detector, &sources, &err) == 0) {
         cfs_copies_prune(v->copies, &sources);   /* copies of sources gone or changed since */
         cfs_sources_free(&sources);
     }
@@ -639,6 +640,15 @@ static int volume_unpack(void *ctx, const char *source, const char *codec, cfs_p
             progress = v->ds[i]->p.progress;
     pthread_mutex_unlock(&v->lock);
     return cfs_copies_get(v->copies, source, codec, progress, path, err);
+}
+
+/* R sources read their whole file at open: until the mount is up (the cache is set after the
+ * daemon forks), they wait to be opened in the background, as copies do. */
+static bool volume_defer(void *ctx, const char *source)
+{
+    (void)source;
+    const cfs_volume *v = ctx;
+    return v->cache == NULL;
 }
 
 cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache *cache,
@@ -665,13 +675,19 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
         return NULL;
     }
     v->opts.layout.space = v->work_space;
+    cfs_isolation iso = cfs_options_isolation(&v->opts);
+    if (!(v->detector = cfs_detector_new(&iso))) {
+        cfs_volume_close(v);
+        cfs_err_oom(err);
+        return NULL;
+    }
     if (unpacked_dir) {
         if (!(v->copies = cfs_copies_new(unpacked_dir))) {
             cfs_volume_close(v);
             cfs_err_oom(err);
             return NULL;
         }
-        v->opts.unpack = (cfs_unpacker){volume_unpack, v};
+        v->opts.unpack = (cfs_unpacker){.copy = volume_unpack, .defer = volume_defer, .ctx = v};
         cfs_copies_set_cache(v->copies, cache);
     }
     if (build(v, err) < 0) {
@@ -707,6 +723,7 @@ void cfs_volume_close(cfs_volume *v)
     free(v->ds);
     cfs_space_free(v->work_space);     /* after the datasets: their jobs hold space */
     cfs_copies_free(v->copies);        /* after the datasets: they read the copies */
+    cfs_detector_free(v->detector);
     free(v->src);
     pthread_mutex_destroy(&v->lock);
     pthread_mutex_destroy(&v->refreshing);
@@ -786,12 +803,25 @@ typedef struct chunk_job_ctx {
     const cfs_store *st;
     const cfs_store_node *node;
     uint64_t idx;
+    const char *source;
+    const struct stat *version;
 } chunk_job_ctx;
 
+/* A chunk is made from the version its store was opened at, or not at all: a source rewritten
+ * in place or cut short while its bytes were read gives a reader a mix of two versions, or
+ * zeros past its new end, with no error. So the source must still be that version once the
+ * bytes are made (a write changes its mtime before its bytes; a truncation its size). */
 static int produce_chunk(void *ctx, cfs_buf *out, cfs_err *err)
 {
     chunk_job_ctx *c = ctx;
-    return cfs_store_chunk(c->st, c->node, c->idx, out, err);
+    int rc = cfs_store_chunk(c->st, c->node, c->idx, out, err);
+    struct stat now;
+    if (stat(c->source, &now) == 0 && same_version(&now, c->version))
+        return rc;
+    char was[sizeof err->msg / 2] = "";
+    if (rc < 0)
+        snprintf(was, sizeof was, " (%.500s)", err->msg);
+    return cfs_err_setc(err, CFS_EIO, "its source changed or went while the chunk was made%s", was);
 }
 
 static char *chunk_cache_key(const cfs_volume *v, uint32_t ds, const cfs_store_node *sn,
@@ -847,6 +877,13 @@ static int chunk_bytes(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, 
     int rc = chunk_bytes_of(v, ds, node, idx, out, err);
     pthread_mutex_lock(&v->lock);
     note_chunk_result(e, node, idx, rc < 0 ? err->msg : NULL);
+    if (rc < 0) {
+        /* The log names the file that failed: the store and the chunk's path in it. */
+        const cfs_store_node *sn = &e->store->nodes[node];
+        char key[256];
+        cfs_chunk_key(sn->ndim, sn->grid, idx, key, sizeof key);
+        cfs_err_prefix(err, "%s.zarr/%s/%s", e->p.id, sn->path, key);
+    }
     e->active--;
     close_if_idle(e);
     pthread_mutex_unlock(&v->lock);
@@ -861,7 +898,7 @@ static int chunk_bytes_of(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t id
     char *key = chunk_cache_key(v, ds, sn, idx, &klen);
     if (!key)
         return cfs_err_oom(err);
-    chunk_job_ctx ctx = {v->ds[ds]->store, sn, idx};
+    chunk_job_ctx ctx = {v->ds[ds]->store, sn, idx, v->ds[ds]->p.source, &v->ds[ds]->version};
     int rc = cfs_cache_get(v->cache, key, klen, produce_chunk, &ctx, out, err);
     free(key);
     return rc;
@@ -1048,7 +1085,7 @@ static char *status_text(cfs_volume *v)
         bool working = !p->refused && cfs_progress_get(p->progress, element, sizeof element,
                                                        &fraction);
         if (p->pending && !working) {
-            snprintf(element, sizeof element, "decompressing");
+            snprintf(element, sizeof element, "opening");
             working = true;
         }
         cfs_reader_fault damage = p->damage;
@@ -1087,14 +1124,15 @@ static char *status_text(cfs_volume *v)
     pthread_mutex_unlock(&v->lock);
     cfs_cache_stats cs;
     cfs_cache_stats_get(v->cache, &cs);
-    json_t *doc = json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "sources",
-                            list, "cache", "hits", (json_int_t)cs.hits, "misses",
+    json_t *doc = json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+                            "sources", list, "cache", "hits", (json_int_t)cs.hits, "misses",
                             (json_int_t)cs.misses, "produced", (json_int_t)cs.produced,
                             "evicted", (json_int_t)cs.evicted, "bytes", (json_int_t)cs.bytes,
                             "entries", (json_int_t)cs.entries, "work_bytes",
                             (json_int_t)cs.work_bytes, "work_dropped",
                             (json_int_t)cfs_space_dropped(v->work_space), "max_bytes",
-                            (json_int_t)cs.max_bytes);
+                            (json_int_t)cs.max_bytes, "store_failures",
+                            (json_int_t)cs.store_failures, "dropped", (json_int_t)cs.dropped);
     char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(doc);
     return text;

@@ -4,6 +4,8 @@
 #ifndef CFS_FUZZ_READ_H
 #define CFS_FUZZ_READ_H
 
+#include <stdlib.h>
+
 #include "model.h"
 
 static inline void fuzz_read_array(const cfs_array *a)
@@ -16,10 +18,12 @@ static inline void fuzz_read_array(const cfs_array *a)
             return;
         count[d] = 1;
     }
-    unsigned char buf[16] = {0};
+    /* one element: a record of a compound dtype may be of any size */
+    unsigned char *buf = calloc(1, cfs_array_elem_size(a) + 1);
     cfs_err err = {0};
-    if (cfs_array_read(a, start, count, buf, &err) == 0 && a->dtype == CFS_STRING)
+    if (buf && cfs_array_read(a, start, count, buf, &err) == 0 && a->dtype == CFS_STRING)
         cfs_strings_free((char **)buf, 1);
+    free(buf);
 }
 
 /* Calls read on every array of el and of the elements below it. */

@@ -29,6 +29,7 @@ int main(int argc, char **argv)
     run("registry", unit_registry);
     run("fuzz regressions", unit_fuzz_regressions);
     run("rstream", unit_rstream);
+    run("rvectors", unit_rvectors);
     run("isolate", unit_isolate);
     run("zarr input", unit_zarr_input);
     printf("unit: %d passed, %d failed\n", unit_passed, unit_failed);

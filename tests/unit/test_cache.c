@@ -50,7 +50,7 @@ static void *reader(void *arg)
 static cfs_cache *temp_cache(char *dir, cfs_err *err)
 {
     unit_temp_dir(dir);
-    cfs_cache *c = cfs_cache_open(dir, 10000, err);
+    cfs_cache *c = cfs_cache_open(dir, 10000, NULL, err);
     CHECK(c != NULL);
     return c;
 }
@@ -97,7 +97,7 @@ static void test_cache(void)
     snprintf(stray_entry, sizeof stray_entry, "%s/999999", dir);
     CHECK(make_empty_file(stray_tmp) == 0);
     CHECK(make_empty_file(stray_entry) == 0);
-    c = cfs_cache_open(dir, 10000, &err);
+    c = cfs_cache_open(dir, 10000, NULL, &err);
     CHECK(c != NULL);
     if (!c)
         return;
@@ -156,8 +156,57 @@ static void test_cache_work(void)
     unit_remove_folder(dir);
 }
 
+/* Entry files say what they hold: a lost index is rebuilt from them, and an entry whose bytes
+ * were altered is made again, never served. */
+static void test_cache_entries_checked(void)
+{
+    char dir[] = "/tmp/cfs-unit-cacheentries-XXXXXX";
+    cfs_err err;
+    cfs_cache *c = temp_cache(dir, &err);
+    if (!c)
+        return;
+    producer p = {PTHREAD_MUTEX_INITIALIZER, 0, 1000, 'e'};
+    cfs_buf b = {0};
+    CHECK(cfs_cache_get(c, "e1", 2, produce, &p, &b, &err) == 0);
+    cfs_buf_reset(&b);
+    CHECK(cfs_cache_get(c, "e2", 2, produce, &p, &b, &err) == 0 && p.calls == 2);
+    cfs_cache_close(c);
+    char path[256];
+    snprintf(path, sizeof path, "%s/index.sqlite", dir);
+    CHECK(unlink(path) == 0);
+    c = cfs_cache_open(dir, 10000, NULL, &err);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    cfs_cache_stats st;
+    cfs_cache_stats_get(c, &st);
+    CHECK(st.entries == 2);
+    cfs_buf_reset(&b);
+    CHECK(cfs_cache_get(c, "e1", 2, produce, &p, &b, &err) == 0 && p.calls == 2 && b.len == 1000);
+    /* One byte of e2's payload changed (the file's last byte): found out, made again. */
+    int64_t size = cfs_cache_size(c, "e2", 2);
+    CHECK(size == 1000);
+    for (int id = 1; id <= 2; id++) {
+        snprintf(path, sizeof path, "%s/%d", dir, id);
+        FILE *f = fopen(path, "r+b");
+        if (f && fseek(f, -1, SEEK_END) == 0)
+            fputc('X', f);
+        if (f)
+            fclose(f);
+    }
+    cfs_buf_reset(&b);
+    CHECK(cfs_cache_get(c, "e2", 2, produce, &p, &b, &err) == 0 && p.calls == 3 &&
+          b.len == 1000 && b.data[999] == 'e');
+    cfs_cache_stats_get(c, &st);
+    CHECK(st.dropped == 1 && st.entries == 2);
+    cfs_cache_close(c);
+    cfs_buf_free(&b);
+    unit_remove_folder(dir);
+}
+
 void unit_cache(void)
 {
     test_cache();
     test_cache_work();
+    test_cache_entries_checked();
 }

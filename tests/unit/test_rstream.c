@@ -244,29 +244,6 @@ static char *dump_root(const r_file *f)
     return text;
 }
 
-static char *slurp(const char *rel, size_t *len)
-{
-    char path[4096];
-    unit_fixture_path(path, sizeof path, rel);
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, fp) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(fp);
-    if (buf) {
-        buf[n] = 0;
-        *len = (size_t)n;
-    }
-    return buf;
-}
-
 static r_file *read_fixture(const char *name, const r_read_opts *opts, cfs_err *err)
 {
     char rel[256], path[4096];
@@ -299,7 +276,7 @@ static void show_difference(const char *name, const char *got, const char *want)
 static void test_dumps(void)
 {
     size_t len;
-    char *manifest = slurp("r/MANIFEST", &len);
+    char *manifest = unit_slurp("r/MANIFEST", &len);
     CHECK(manifest != NULL);
     if (!manifest)
         return;
@@ -311,7 +288,7 @@ static void test_dumps(void)
         char rel[256];
         snprintf(rel, sizeof rel, "r/%s", dump);
         size_t wlen;
-        char *want = slurp(rel, &wlen);
+        char *want = unit_slurp(rel, &wlen);
         cfs_err err = {0};
         r_file *f = read_fixture(file, NULL, &err);
         char *got = f ? dump_root(f) : NULL;
@@ -432,7 +409,7 @@ static void test_helpers(void)
 static void test_sink(void)
 {
     size_t rlen, ilen;
-    char *rbin = slurp("r/long_r.bin", &rlen), *ibin = slurp("r/long_i.bin", &ilen);
+    char *rbin = unit_slurp("r/long_r.bin", &rlen), *ibin = unit_slurp("r/long_i.bin", &ilen);
     CHECK(rbin && ibin && rlen == 16000 && ilen == 8000);
     const char *files[] = {"long.rds", "long_plain.rds"};
     for (int k = 0; k < 2 && rbin && ibin; k++) {
@@ -459,7 +436,7 @@ static void test_sink(void)
         CHECK(k == 0 ? info.file_offset == -1 : info.file_offset > 0);
         if (k == 1 && info.file_offset > 0) {
             size_t flen;
-            unsigned char *file = (unsigned char *)slurp("r/long_plain.rds", &flen);
+            unsigned char *file = (unsigned char *)unit_slurp("r/long_plain.rds", &flen);
             uint64_t be = 0;
             for (int b = 0; b < 8 && file; b++)
                 be = be << 8 | file[info.file_offset + 8 + b]; /* the second value */
@@ -538,7 +515,7 @@ static void put32(unsigned char *p, uint32_t v)
 static void test_damaged(void)
 {
     size_t n;
-    unsigned char *good = (unsigned char *)slurp("r/v3_xdr.rds", &n);
+    unsigned char *good = (unsigned char *)unit_slurp("r/v3_xdr.rds", &n);
     CHECK(good != NULL);
     if (!good)
         return;
@@ -549,7 +526,7 @@ static void test_damaged(void)
     CHECK(all);
     CHECK(fails_cleanly(good, n - 1, "ends early"));
     size_t gl;
-    unsigned char *gz = (unsigned char *)slurp("r/v3_gzip.rds", &gl);
+    unsigned char *gz = (unsigned char *)unit_slurp("r/v3_gzip.rds", &gl);
     all = gz != NULL;
     for (size_t k = 0; gz && k + 12 < gl; k += 3) /* (the object ends before the CRC) */
         all &= fails_cleanly(gz, k, NULL);
@@ -559,7 +536,7 @@ static void test_damaged(void)
     /* ASCII truncations too (but for the last token, "254\n" for the end of the root's
      * attributes: cut to "25" it is another valid ending). */
     size_t al;
-    unsigned char *asc = (unsigned char *)slurp("r/v3_ascii.rds", &al);
+    unsigned char *asc = (unsigned char *)unit_slurp("r/v3_ascii.rds", &al);
     all = asc != NULL;
     for (size_t k = 0; asc && k + 4 < al; k += 5)
         all &= fails_cleanly(asc, k, NULL);
@@ -644,7 +621,7 @@ static void test_damaged(void)
 static void test_altrep_bounds(void)
 {
     size_t n;
-    unsigned char *good = (unsigned char *)slurp("r/v3_xdr.rds", &n);
+    unsigned char *good = (unsigned char *)unit_slurp("r/v3_xdr.rds", &n);
     if (!good)
         return;
     /* Find seq1's state REAL[3] (10, 1, 1) and make its length 2^40. */

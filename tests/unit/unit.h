@@ -30,12 +30,15 @@ void unit_registry(void);
 void unit_fuzz_regressions(void);
 void unit_zarr_input(void);
 void unit_rstream(void);
+void unit_rvectors(void);
 void unit_isolate(void);
 
 /* Shared helpers (unit.c). */
 
 /* buf = $srcdir/tests/fixtures/<rel> ("." when srcdir is unset). */
 void unit_fixture_path(char *buf, size_t len, const char *rel);
+/* The bytes of tests/fixtures/<rel> (malloc'd, NUL-terminated, *len without the NUL), or NULL. */
+char *unit_slurp(const char *rel, size_t *len);
 /* mkdtemp(tmpl) as one CHECK; returns tmpl, or NULL when it failed. */
 char *unit_temp_dir(char *tmpl);
 /* rm -rf dir as one CHECK. */
