@@ -254,17 +254,21 @@ void cfs_worker_end(cfs_worker_proc *w, char *how, size_t len)
 {
     if (len)
         how[0] = '\0';
+    bool ours = w->pid > 0 && w->owner == getpid();
+    /* Killed before its socket closes: a worker that sees the end of its socket exits at once
+     * (status 0), which would pass for a death of its own. Killed whether it still runs or is
+     * ending of itself (a crash): the status it ends with is its own unless it was alive for
+     * the kill. */
+    if (ours)
+        kill(w->pid, SIGKILL);
     if (w->fd >= 0)
         close(w->fd);
     w->fd = -1;
-    if (w->pid <= 0 || w->owner != getpid()) {
+    if (!ours) {
         w->pid = 0;
         return;
     }
-    /* Killed whether it still runs or is ending of itself (a crash): the status it ends with is
-     * its own unless it was alive for the kill. */
     int status = 0;
-    kill(w->pid, SIGKILL);
     while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR)
         ;
     bool by_the_kill = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
