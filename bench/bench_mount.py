@@ -103,6 +103,8 @@ class Mount:
     """One `cellucid-fs mount -f` serving src on mnt, in a session of its own (so a Ctrl-C
     reaches only this script, which then unmounts in order)."""
 
+    stop_timeout = 15     # seconds the daemon may take to exit after the unmount
+
     def __init__(self, binary, src, mnt, cache, opts, log_path):
         self.binary, self.src, self.mnt, self.cache = binary, Path(src), Path(mnt), Path(cache)
         self.opts = list(opts)
@@ -150,9 +152,10 @@ class Mount:
         p = self.proc
         if p is not None:
             try:
-                p.wait(15)
+                p.wait(self.stop_timeout)
             except subprocess.TimeoutExpired:
-                problems.append(f"{self.mnt}: the daemon (pid {p.pid}) did not exit within 15 s of the unmount")
+                problems.append(f"{self.mnt}: the daemon (pid {p.pid}) did not exit within "
+                                f"{self.stop_timeout} s of the unmount")
                 p.terminate()
                 try:
                     p.wait(5)
@@ -220,6 +223,41 @@ def cleanup():
         if p is not None and p.poll() is None:
             problems.append(f"process {p.pid} ({' '.join(map(str, p.args[:2]))}) is still running")
     return problems
+
+
+def guarded(run, work, keep):
+    """Runs run() with Ctrl-C, SIGTERM and SIGHUP turned into exceptions, then (whatever
+    happened) stops nginx and every mount, checks nothing is left, and removes the work folder
+    unless keep or something is still mounted. Returns the exit status."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    status = 0
+    try:
+        run()
+    except (KeyboardInterrupt, Interrupted) as e:
+        log(f"interrupted ({e!r})")
+        status = 130
+    except Exception as e:  # noqa: BLE001  (report it, then clean up)
+        log(f"error: {e}")
+        for m in ALL_MOUNTS:
+            tail = m.log_tail()
+            if tail.strip():
+                log(f"--- {m.log_path} ---\n{tail}")
+        status = 1
+    finally:
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)
+        problems = cleanup()
+        if problems:
+            log("cleanup problems:\n  " + "\n  ".join(problems))
+            status = status or 1
+        left = [m.mnt for m in ALL_MOUNTS if mounted(m.mnt)]
+        if keep or left:
+            log(f"kept {work}" + (f" (still mounted: {left})" if left else ""))
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return status
 
 
 # ---------------------------------------------------------------------------------------------

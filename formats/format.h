@@ -55,6 +55,9 @@ typedef struct cfs_format {
      * -1 with the reason in err if it is and cannot be read; 1 if it opens after all (the probe
      * was too strict), which makes this format the one detected. */
     int (*explain)(cfs_probe_input *in, cfs_err *err);
+    /* Optional: readies what its reader's library sets up once per process (libhdf5's types,
+     * error stacks and filters), so that processes forked afterwards start with it done. */
+    void (*preload)(void);
 } cfs_format;
 
 /* The table, NULL-terminated, in the order formats are asked. */
@@ -62,6 +65,9 @@ const cfs_format *const *cfs_formats(void);
 /* Puts table (NULL: the built-in one) in its place and returns the one it replaces: how a unit
  * test adds a format the binary does not ship. Not thread-safe; never used by the program. */
 const cfs_format *const *cfs_formats_replace(const cfs_format *const *table);
+
+/* Calls every format's preload: the reader workers' fork server does, once, before it forks. */
+void cfs_format_preload(void);
 
 /* The format that bids highest for path, or NULL with a reason in err. */
 const cfs_format *cfs_format_detect(const char *path, cfs_err *err);

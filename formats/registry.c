@@ -36,6 +36,13 @@ static const cfs_format *const builtin[] = {
 
 static const cfs_format *const *formats = builtin;
 
+void cfs_format_preload(void)
+{
+    for (const cfs_format *const *f = formats; *f; f++)
+        if ((*f)->preload)
+            (*f)->preload();
+}
+
 const cfs_format *const *cfs_formats(void)
 {
     return formats;

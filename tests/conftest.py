@@ -803,6 +803,53 @@ EXIT_TIMEOUT = float(os.environ.get("CELLUCID_FS_EXIT_TIMEOUT", "15"))
 # mounting
 
 
+# ---- reader worker processes (docs/design.md §2.4) ------------------------------------------
+
+READER_WORKER = "cfs-reader"     # a reader worker's process name (src/isolate/worker.h)
+FORKSERVER = "cfs-forkserver"    # the process that forks them (src/isolate/forkserver.c)
+
+
+def processes():
+    """(pid, ppid, state, name) of every process."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        name, rest = stat.split(" (", 1)[1].rsplit(")", 1)
+        fields = rest.split()
+        out.append((int(d.name), int(fields[1]), fields[0], name))
+    return out
+
+
+def workers_of(pid):
+    """The reader workers of a daemon: its children (the fork server forks them as such)."""
+    return sorted(p for p, ppid, state, name in processes()
+                  if ppid == pid and name == READER_WORKER and state != "Z")
+
+
+def zombies_of(pid):
+    return [p for p, ppid, state, name in processes() if ppid == pid and state == "Z"]
+
+
+def workers_of_binary(cfs):
+    """Workers and fork servers of this build anywhere (another build's are other tests'
+    business)."""
+    found = []
+    for p, ppid, state, name in processes():
+        if name not in (READER_WORKER, FORKSERVER):
+            continue
+        try:
+            if os.path.realpath(f"/proc/{p}/exe") == os.path.realpath(cfs):
+                found.append(p)
+        except OSError:
+            pass
+    return found
+
+
 class Mount:
     """One `cellucid-fs mount -f` process serving src on mnt."""
 

@@ -8,56 +8,16 @@ import json
 import os
 import shutil
 import time
-from pathlib import Path
 
 import anndata
 import numpy as np
 import pytest
 
-from conftest import FIXTURES_DIR, refused_lines, run_cfs
+from conftest import FIXTURES_DIR, refused_lines, run_cfs, workers_of, workers_of_binary, zombies_of
 
 BAD = FIXTURES_DIR / "damaged"
 GOOD = FIXTURES_DIR / "h5ad" / "nonascii.h5ad"
 FAULT_ENV = "CELLUCID_FS_TEST_READER_FAULT"
-
-
-def processes():
-    """(pid, ppid, state, argv) of every process."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-            argv = (d / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        out.append((int(d.name), int(fields[1]), fields[0], argv))
-    return out
-
-
-def workers_of(pid):
-    return sorted(p for p, ppid, state, argv in processes()
-                  if ppid == pid and argv[1:2] == [b"--reader-worker"])
-
-
-def zombies_of(pid):
-    return [p for p, ppid, state, argv in processes() if ppid == pid and state == "Z"]
-
-
-def workers_of_binary(cfs):
-    """Workers of this build anywhere (another build's are other tests' business)."""
-    found = []
-    for p, ppid, state, argv in processes():
-        if argv[1:2] != [b"--reader-worker"]:
-            continue
-        try:
-            if os.path.realpath(f"/proc/{p}/exe") == os.path.realpath(cfs):
-                found.append(p)
-        except OSError:
-            pass
-    return found
 
 
 def status_of(mnt, source):

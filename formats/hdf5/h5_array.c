@@ -151,7 +151,7 @@ static int read_strings_ds(const h5_array *a, hid_t dset, hid_t ms, hid_t fs, ui
     void *raw = cfs_h5_alloc_elems(n, cfs_h5_strtype_elem_size(&a->plan.st), err);
     if (!raw)
         return -1;
-    hid_t xfer = cfs_h5_vlen_xfer(pool);
+    hid_t xfer = cfs_h5_vlen_xfer(pool, n);
     cfs_h5_str_dest d = {true, pool};
     int rc;
     if (xfer < 0 || H5Dread(dset, a->plan.mem, ms, fs, xfer, raw) < 0) {

@@ -1,11 +1,6 @@
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* F_DUPFD_CLOEXEC */
-#endif
-
 #include "h5_dormant.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,10 +10,19 @@
 
 #include "hdf5_util.h"
 
+/* The version of a file: device, inode, size and mtime. */
+typedef struct version {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+} version;
+
 /* One source file, for as long as one of its datasets is kept. */
 typedef struct file_rec {
     struct file_rec *next;
-    int fd;                     /* pins the inode the datasets were found in */
+    char *path;                 /* the name it was opened by */
+    version ver;                /* what was found there then: a reopen must find the same */
     unsigned long fileno;       /* libhdf5's serial number of the file while open, else 0 */
     cfs_h5_dset **dsets;
     size_t n, cap;
@@ -97,35 +101,64 @@ static file_rec *find_open(unsigned long fileno)
     return NULL;
 }
 
-/* The record of the file dset lives in: the awake one, or a new one holding a copy of
- * libhdf5's own descriptor of it. */
+/* The version of the file libhdf5 has open as file (through its own descriptor). */
+static int version_of(hid_t file, version *out)
+{
+    void *handle = NULL;
+    struct stat st;
+    if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || !handle ||
+        fstat(*(int *)handle, &st) < 0)
+        return -1;
+    *out = (version){st.st_dev, st.st_ino, st.st_size, st.st_mtim};
+    return 0;
+}
+
+static bool same_version(const version *a, const version *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* A name libhdf5 gives by get (H5Fget_name: the file's, H5Iget_name: an object's path in its
+ * file), malloc'd, or NULL. */
+static char *name_of(hid_t id, ssize_t (*get)(hid_t, char *, size_t))
+{
+    ssize_t len = get(id, NULL, 0);
+    char *name = len > 0 ? malloc((size_t)len + 1) : NULL;
+    if (name && get(id, name, (size_t)len + 1) != len) {
+        free(name);
+        name = NULL;
+    }
+    return name;
+}
+
+/* The record of the file dset lives in: the awake one, or a new one holding its name and the
+ * version found there (no descriptor: thousands of dozing files would hold thousands). */
 static file_rec *record_of(hid_t dset, cfs_err *err)
 {
     hid_t file = H5Iget_file_id(dset);
     cfs_h5_objkey key;
-    void *handle = NULL;
-    if (file < 0 || cfs_h5_object_key(dset, &key) < 0 ||
-        H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || !handle) {
+    version ver;
+    if (file < 0 || cfs_h5_object_key(dset, &key) < 0 || version_of(file, &ver) < 0) {
         if (file >= 0)
             H5Fclose(file);
         cfs_err_set(err, "libhdf5 cannot tell which file a dataset is in");
         return NULL;
     }
-    H5Fclose(file);
     file_rec *f = find_open(key.fileno);
-    if (f)
+    if (f) {
+        H5Fclose(file);
         return f;
+    }
     f = calloc(1, sizeof *f);
-    if (!f) {
+    if (!f || !(f->path = name_of(file, H5Fget_name))) {
+        free(f);
+        H5Fclose(file);
         cfs_err_oom(err);
         return NULL;
     }
-    f->fd = fcntl(*(int *)handle, F_DUPFD_CLOEXEC, 0);
-    if (f->fd < 0) {
-        free(f);
-        cfs_err_set(err, "cannot keep a descriptor of the file: %s", strerror(errno));
-        return NULL;
-    }
+    H5Fclose(file);
+    f->ver = ver;
     f->fileno = key.fileno;
     f->next = files;
     files = f;
@@ -139,7 +172,7 @@ static void drop_record(file_rec *f)
             *p = f->next;
             break;
         }
-    close(f->fd);
+    free(f->path);
     free(f->dsets);
     free(f);
 }
@@ -158,17 +191,6 @@ static int add_dset(file_rec *f, cfs_h5_dset *d)
     return 0;
 }
 
-static char *object_path(hid_t obj)
-{
-    ssize_t len = H5Iget_name(obj, NULL, 0);
-    char *path = len > 0 ? malloc((size_t)len + 1) : NULL;
-    if (path && H5Iget_name(obj, path, (size_t)len + 1) != len) {
-        free(path);
-        path = NULL;
-    }
-    return path;
-}
-
 cfs_h5_dset *cfs_h5_dset_keep(hid_t dset, hid_t dapl, cfs_err *err)
 {
     if (cfs_h5_dataset_in_file(dset, err) < 0) {
@@ -179,7 +201,7 @@ cfs_h5_dset *cfs_h5_dset_keep(hid_t dset, hid_t dapl, cfs_err *err)
     }
     cfs_h5_dset *d = calloc(1, sizeof *d);
     file_rec *f = d ? record_of(dset, err) : NULL;
-    if (d && f && (d->path = object_path(dset)) && add_dset(f, d) == 0) {
+    if (d && f && (d->path = name_of(dset, H5Iget_name)) && add_dset(f, d) == 0) {
         d->file = f;
         d->dapl = dapl;
         d->id = dset;
@@ -200,26 +222,24 @@ cfs_h5_dset *cfs_h5_dset_keep(hid_t dset, hid_t dapl, cfs_err *err)
     return NULL;
 }
 
-/* True when the kept descriptor's file no longer has a name: libhdf5 opens files by name
- * (it resolves /proc/self/fd links to their target), so such a file cannot be opened again. */
-static bool unlinked(int fd)
-{
-    struct stat st;
-    return fstat(fd, &st) == 0 && st.st_nlink == 0;
-}
-
+/* Opens the dataset again from the file's name, if what is there is still the version it was
+ * found in (the file may have been replaced, rewritten or removed while it dozed: then its
+ * reads fail, never read another file). */
 static int wake(cfs_h5_dset *d, cfs_err *err)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", d->file->fd);
-    if (unlinked(d->file->fd))
-        return cfs_err_set(err, "%s: the file was removed or replaced since it was opened",
-                           d->path);
     hid_t fapl = cfs_h5_read_fapl();
-    hid_t file = fapl >= 0 ? H5Fopen(path, H5F_ACC_RDONLY, fapl) : -1;
+    hid_t file = fapl >= 0 ? H5Fopen(d->file->path, H5F_ACC_RDONLY, fapl) : -1;
     if (fapl >= 0)
         H5Pclose(fapl);
-    d->id = file >= 0 ? H5Dopen2(file, d->path, d->dapl) : -1;
+    version now;
+    if (file < 0 || version_of(file, &now) < 0 || !same_version(&now, &d->file->ver)) {
+        if (file >= 0)
+            H5Fclose(file);
+        H5Eclear2(H5E_DEFAULT);
+        return cfs_err_set(err, "%s: the file was removed or replaced since it was opened",
+                           d->path);
+    }
+    d->id = H5Dopen2(file, d->path, d->dapl);
     cfs_h5_objkey key;
     if (d->id >= 0 && !awake(d->file) && cfs_h5_object_key(d->id, &key) == 0)
         d->file->fileno = key.fileno;

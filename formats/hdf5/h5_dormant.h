@@ -6,11 +6,12 @@
  * closes the file (they are opened with the weak close degree) and its memory goes back to
  * libhdf5's free lists for the next file.
  *
- * A dataset is opened again through a descriptor kept from its first open (/proc/self/fd), so
- * it is always the same file (inode) the model was built from, even if the path now names
- * another; a file removed or replaced meanwhile cannot be opened again (libhdf5 opens by name),
- * and its reads fail, never read another file. Every function here is called under
- * cfs_h5_lock.
+ * A dozing file holds no descriptor (a folder of thousands of sources would hold thousands): a
+ * dataset is opened again by the file's name, and what is found there must be the version the
+ * model was built from (device, inode, size and mtime recorded at the first open). A file
+ * removed, renamed, replaced or rewritten meanwhile is not opened again: its reads fail, never
+ * read another file (a file renamed back is the same version and reads again). Every function
+ * here is called under cfs_h5_lock.
  */
 #ifndef CFS_H5_DORMANT_H
 #define CFS_H5_DORMANT_H

@@ -126,11 +126,16 @@ static void vlen_free(void *p, void *pool)
 /* The transfer property list of dataset string reads: libhdf5 allocates each vlen string in
  * the pool (packed, freed as one) or with malloc, so cfs_h5_strings_from_raw hands a valid one on
  * where it is instead of copying it (a column of 200,000 cell names is read at its first
- * chunk). */
-hid_t cfs_h5_vlen_xfer(cfs_strpool *pool)
+ * chunk). Its conversion buffer is sized to the read: libhdf5 (before 1.14) allocates and zeroes
+ * the whole buffer, 1 MiB by default, for every read that converts, however few values it
+ * reads; a larger read is converted in pieces of it. */
+hid_t cfs_h5_vlen_xfer(cfs_strpool *pool, uint64_t n)
 {
+    const uint64_t per_value = 32, least = 4096, most = UINT64_C(1) << 20;
+    uint64_t bytes = n < most / per_value ? n * per_value : most;
     hid_t x = H5Pcreate(H5P_DATASET_XFER);
-    if (x >= 0 && H5Pset_vlen_mem_manager(x, vlen_alloc, pool, vlen_free, pool) < 0) {
+    if (x >= 0 && (H5Pset_vlen_mem_manager(x, vlen_alloc, pool, vlen_free, pool) < 0 ||
+                   H5Pset_buffer(x, bytes < least ? least : bytes, NULL, NULL) < 0)) {
         H5Pclose(x);
         return -1;
     }

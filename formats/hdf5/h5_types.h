@@ -57,8 +57,9 @@ typedef struct cfs_h5_str_dest {
 
 /* Attribute reads: libhdf5 allocated the vlen strings. */
 extern const cfs_h5_str_dest cfs_h5_from_libhdf5;
-/* The transfer property list of dataset string reads into d = {true, pool} (-1 on failure). */
-hid_t cfs_h5_vlen_xfer(cfs_strpool *pool);
+/* The transfer property list of a dataset read of n strings into d = {true, pool} (-1 on
+ * failure). */
+hid_t cfs_h5_vlen_xfer(cfs_strpool *pool, uint64_t n);
 /* Frees one vlen string of a read that was not consumed. */
 void cfs_h5_vlen_release(char *s, const cfs_h5_str_dest *d);
 /* One raw element (a vlen pointer, consumed, or fixed-length bytes) as a clean UTF-8 string

@@ -1382,4 +1382,5 @@ const cfs_format cfs_format_h5ad = {
     .peek_probe = cfs_h5_peek_probe,
     .open = h5ad_open,
     .explain = h5ad_explain,
+    .preload = cfs_h5_preload,      /* the library every HDF5 format shares */
 };

@@ -70,6 +70,12 @@ void cfs_h5_unlock(void)
     pthread_mutex_unlock(&h5_mutex);
 }
 
+void cfs_h5_preload(void)
+{
+    cfs_h5_lock();      /* the first call initialises the library */
+    cfs_h5_unlock();
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Datasets whose values are elsewhere */
 

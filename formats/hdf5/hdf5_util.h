@@ -23,6 +23,8 @@
  * callers that make raw H5* calls must hold it.
  */
 void cfs_h5_lock(void);
+/* Initialises libhdf5 (and registers our filters) now rather than at the first call. */
+void cfs_h5_preload(void);
 void cfs_h5_unlock(void);
 
 /* User blocks are powers of two >= 512, so the signature is looked for at 0, 512, 1024, ...

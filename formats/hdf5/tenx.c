@@ -191,6 +191,10 @@ static tenx_kind classify(hid_t file, char ***genomes, size_t *ngenomes)
     }
     if (has_group(file, "matrix"))
         return TENX_V3;
+    /* An AnnData or MuData file (anndata >= 0.8 marks its root) is none of these; asking each
+     * of its groups whether it is a genome was a sixth of opening a small h5ad. */
+    if (H5Aexists(file, "encoding-type") > 0)
+        return TENX_NOT;
     char **g = NULL;
     size_t ng = 0;
     if (legacy_genomes(file, &g, &ng) == 0 && ng > 0) {

@@ -6,21 +6,29 @@
 #include <string.h>
 
 #include "identity.h"
+#include "strset.h"
 
-static bool taken(char *const *ids, size_t n, const char *id)
+/* Sets, not scans: a folder of ten thousand sources has fifty million pairs of ids. */
+typedef struct id_sets {
+    cfs_strset *earlier;        /* the ids given so far */
+    cfs_strset *wanted;         /* the ids later sources want, with how many want each */
+    char **replaced;            /* wanted ids given up, freed with the sets that borrow them */
+} id_sets;
+
+static bool in_use(const id_sets *s, const char *id)
 {
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] && strcmp(ids[i], id) == 0)
-            return true;
-    return false;
+    const uint64_t *later = cfs_strset_get(s->wanted, id);
+    return cfs_strset_get(s->earlier, id) || (later && *later > 0);
 }
 
-int cfs_catalog_distinct_ids(char **ids, size_t n, bool *clashed)
+/* ids[i] as a distinct id: itself, or the first free "-2", "-3", ... of it. */
+static int distinct_one(id_sets *s, char **ids, size_t i, bool *clashed)
 {
-    for (size_t i = 0; i < n; i++) {
-        clashed[i] = false;
-        if (!taken(ids, i, ids[i]))
-            continue;
+    uint64_t *wants = cfs_strset_get(s->wanted, ids[i]);
+    if (wants)
+        (*wants)--;     /* its own wish is not a later one */
+    clashed[i] = false;
+    if (cfs_strset_get(s->earlier, ids[i])) {
         char *base = ids[i];
         char *fresh = malloc(CFS_ID_MAX + 1);
         if (!fresh)
@@ -34,14 +42,34 @@ int cfs_catalog_distinct_ids(char **ids, size_t n, bool *clashed)
             memcpy(fresh, base, keep);
             memcpy(fresh + keep, suffix, (size_t)slen + 1);
             /* Also avoid ids later sources want for themselves. */
-            if (!taken(ids, i, fresh) && !taken(ids + i + 1, n - i - 1, fresh))
+            if (!in_use(s, fresh))
                 break;
         }
-        free(base);
+        s->replaced[i] = base;
         ids[i] = fresh;
         clashed[i] = true;
     }
-    return 0;
+    return cfs_strset_add(s->earlier, ids[i], i) < 0 ? -1 : 0;
+}
+
+int cfs_catalog_distinct_ids(char **ids, size_t n, bool *clashed)
+{
+    id_sets s = {cfs_strset_new(n), cfs_strset_new(n), calloc(n ? n : 1, sizeof(char *))};
+    int rc = s.earlier && s.wanted && s.replaced ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int added = cfs_strset_add(s.wanted, ids[i], 1);
+        if (added == 0)
+            (*cfs_strset_get(s.wanted, ids[i]))++;
+        rc = added < 0 ? -1 : 0;
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = distinct_one(&s, ids, i, clashed);
+    cfs_strset_free(s.earlier);
+    cfs_strset_free(s.wanted);
+    for (size_t i = 0; s.replaced && i < n; i++)
+        free(s.replaced[i]);
+    free(s.replaced);
+    return rc;
 }
 
 static int compare_ids(const void *a, const void *b)

@@ -104,6 +104,16 @@ static int set_reader_memory(cfs_options *o, const char *value, cfs_err *err)
     return 0;
 }
 
+static int set_readers(cfs_options *o, const char *value, cfs_err *err)
+{
+    uint64_t v;
+    if (!cfs_parse_u64(value, &v) || v < 1 || v > CFS_ISOLATE_MAX_READERS)
+        return cfs_err_setc(err, CFS_EINVALID, "readers=%s: not a number of workers from 1 to %d",
+                            value, CFS_ISOLATE_MAX_READERS);
+    o->isolate.readers = (unsigned)v;
+    return 0;
+}
+
 cfs_isolation cfs_options_isolation(const cfs_options *o)
 {
     cfs_isolation iso = o->isolate;
@@ -125,6 +135,7 @@ static const struct {
     {"isolate", set_isolate},
     {"reader_timeout", set_reader_timeout},
     {"reader_memory", set_reader_memory},
+    {"readers", set_readers},
 };
 
 /* Options this program does not know are libfuse's when mounting (allow_other, ...). */

@@ -32,8 +32,8 @@ typedef struct cfs_options {
     /* Set by the front end: log lines name sources as cfs_path_shown(shown_root, source) (the
      * mount's SRC); NULL: by the path given. */
     const char *shown_root;
-    /* Readers in worker processes (-o isolate, reader_timeout, reader_memory); memory 0 until
-     * cfs_options_isolation gives the default. */
+    /* Readers in worker processes (-o isolate, reader_timeout, reader_memory, readers); memory
+     * 0 until cfs_options_isolation gives the default. */
     cfs_isolation isolate;
     /* mount only */
     char cache_dir[4096];           /* "" = the default */

@@ -10,8 +10,13 @@
 #include "embedding.h"
 #include "identity.h"
 #include "layout.h"
+#include "parallel.h"
 #include "path.h"
+#include "store.h"
 #include "strfmt.h"
+
+/* Threads that open sources at once, beside one more while workers do the reading. */
+#define OPEN_THREADS 8
 
 void cfs_prepared_refuse(cfs_prepared *p, const char *reason)
 {
@@ -101,7 +106,22 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
     p->raw_id = p->id ? strdup(p->id) : NULL;
 }
 
-static int name_one(cfs_prepared *p, cfs_err *err)
+/* The store is made once to know it can be (a source whose store cannot be made is refused
+ * now, not when it is read) and dropped: a front end makes it again when it needs it. */
+static void check_store(cfs_prepared *p, const cfs_options *opts)
+{
+    cfs_store_opts sopts = {opts->codec};
+    cfs_err err = {0};
+    cfs_store *st = cfs_store_new(p->ds, &sopts, &err);
+    if (st) {
+        cfs_store_free(st);
+        return;
+    }
+    cfs_isolated_fault(p->ds, &p->damage);
+    cfs_prepared_refuse(p, err.msg);
+}
+
+static int name_one(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
 {
     char *stem = cfs_source_stem(p->source);
     p->name = stem ? cfs_identity_name(p->ds, stem, p->id) : NULL;
@@ -109,6 +129,7 @@ static int name_one(cfs_prepared *p, cfs_err *err)
     if (!p->name || cfs_identity_apply(p->ds, p->id, p->name, err) < 0)
         return cfs_err_oom(err);
     p->embedding = cfs_embedding_first(p->ds);
+    check_store(p, opts);
     return 0;
 }
 
@@ -170,6 +191,47 @@ static void reopen_if_renamed(cfs_prepared *p, const cfs_known_source *k,
     p->id_clashed = clashed;
 }
 
+/* One pass over the items, shared by threads: each takes the next item not taken. */
+typedef struct pass {
+    cfs_prepared_set *set;
+    const cfs_options *opts;
+    const cfs_known_source *known;
+    bool naming;                /* name_one, else open_one */
+    size_t next;                /* atomic */
+    int failed;                 /* atomic: a name_one ran out of memory */
+} pass;
+
+static void *run_pass(void *arg)
+{
+    pass *ps = arg;
+    size_t i;
+    while ((i = __atomic_fetch_add(&ps->next, 1, __ATOMIC_RELAXED)) < ps->set->n) {
+        cfs_prepared *p = &ps->set->items[i];
+        cfs_err err = {0};
+        if (ps->naming && p->ds && name_one(p, ps->opts, &err) < 0)
+            __atomic_store_n(&ps->failed, 1, __ATOMIC_RELAXED);
+        else if (!ps->naming && !(ps->known && ps->known[i].known))
+            open_one(p, ps->opts);
+    }
+    return NULL;
+}
+
+/* Sources are opened (and named) on several threads: with reader workers the opens run in
+ * the workers, so a folder of thousands opens on every core. */
+static int run_passes(cfs_prepared_set *set, const cfs_options *opts,
+                      const cfs_known_source *known, bool naming)
+{
+    cfs_isolation iso = cfs_options_isolation(opts);
+    int threads = cfs_parallel_cpus(OPEN_THREADS) + (iso.off ? 0 : 1);
+    if (!iso.off && threads > (int)(iso.readers ? iso.readers : CFS_ISOLATE_READERS))
+        threads = (int)(iso.readers ? iso.readers : CFS_ISOLATE_READERS);
+    if ((size_t)threads > set->n)
+        threads = set->n ? (int)set->n : 1;
+    pass ps = {set, opts, known, naming, 0, 0};
+    cfs_parallel_run(threads, run_pass, &ps);
+    return ps.failed ? -1 : 0;
+}
+
 int cfs_prepare_reusing(const cfs_source_list *sources, const cfs_options *opts,
                         const cfs_known_source *known, cfs_prepared_set *out, cfs_err *err)
 {
@@ -180,20 +242,16 @@ int cfs_prepare_reusing(const cfs_source_list *sources, const cfs_options *opts,
     for (size_t i = 0; i < sources->n; i++) {
         if (!(out->items[i].source = strdup(sources->paths[i])))
             return cfs_err_oom(err);
-        if (known && known[i].known) {
-            if (reuse(&out->items[i], &known[i]) < 0)
-                return cfs_err_oom(err);
-        } else {
-            open_one(&out->items[i], opts);
-        }
+        if (known && known[i].known && reuse(&out->items[i], &known[i]) < 0)
+            return cfs_err_oom(err);
     }
+    run_passes(out, opts, known, false);
     if (assign_ids(out, err) < 0)
         return -1;
     for (size_t i = 0; known && i < out->n; i++)
         reopen_if_renamed(&out->items[i], &known[i], opts);
-    for (size_t i = 0; i < out->n; i++)
-        if (out->items[i].ds && name_one(&out->items[i], err) < 0)
-            return -1;
+    if (run_passes(out, opts, known, true) < 0)
+        return cfs_err_oom(err);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "export.h"
 #include "format.h"
 #include "unpacked.h"
+#include "parallel.h"
 #include "path.h"
 
 #include <errno.h>
@@ -140,17 +141,7 @@ static int write_chunks(const cfs_store *st, const char *root, cfs_err *err)
 {
     chunk_job job = {.st = st, .root = root};
     pthread_mutex_init(&job.lock, NULL);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int nworkers = cpus < 1 ? 1 : cpus > MAX_WORKERS ? MAX_WORKERS : (int)cpus;
-    pthread_t threads[MAX_WORKERS];
-    int started = 0;
-    for (int i = 0; i < nworkers; i++)
-        if (pthread_create(&threads[i], NULL, chunk_worker, &job) == 0)
-            started++;
-    if (started == 0)
-        chunk_worker(&job);
-    for (int i = 0; i < started; i++)
-        pthread_join(threads[i], NULL);
+    cfs_parallel_run(cfs_parallel_cpus(MAX_WORKERS), chunk_worker, &job);
     pthread_mutex_destroy(&job.lock);
     if (job.failed) {
         *err = job.err;

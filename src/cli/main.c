@@ -11,7 +11,7 @@
 #include "options.h"
 #include "format.h"
 #include "number.h"
-#include "worker.h"
+#include "forkserver.h"
 
 static const char usage[] =
     "Usage: cellucid-fs mount [-f] [-d] [-o OPT[,OPT...]] SRC MNT\n"
@@ -45,6 +45,7 @@ static const char usage[] =
     "  -o isolate=off      read inputs in this process, not in worker processes\n"
     "  -o reader_timeout=S time limit of one read by a worker (default 60 s)\n"
     "  -o reader_memory=SIZE  memory limit of a worker (default 4 x memory + 1G)\n"
+    "  -o readers=N        worker processes alive at once (1 to 1024, default 16)\n"
     "  -o OPT              other options go to FUSE (mount: allow_other, ...)\n"
     "  -f, -d              stay in the foreground; -d also prints FUSE requests (mount)\n"
     "  --force             replace an existing OUT (export)\n"
@@ -158,11 +159,12 @@ int main(int argc, char **argv)
         print_usage(stdout);
         return 0;
     }
-    /* A reader worker started by this program (src/isolate/spawn.c), not by people. */
-    uint64_t fd, memory;
-    if (strcmp(argv[1], CFS_WORKER_FLAG) == 0 && argc == 4 && cfs_parse_u64(argv[2], &fd) &&
-        fd < 1024 && cfs_parse_u64(argv[3], &memory))
-        return cfs_reader_worker_main((int)fd, memory);
+    /* The reader workers' fork server started by this program (src/isolate/spawn.c), not by
+     * people. */
+    uint64_t fd;
+    if (strcmp(argv[1], CFS_FORKSERVER_FLAG) == 0 && argc == 3 && cfs_parse_u64(argv[2], &fd) &&
+        fd < 1024)
+        return cfs_forkserver_main((int)fd);
     if (strcmp(argv[1], "--version") == 0) {
         printf("cellucid-fs %s\n", PACKAGE_VERSION);
         return 0;

@@ -1,9 +1,11 @@
 #include "isolated.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "format.h"
@@ -16,6 +18,14 @@
 /* A model is metadata: far below a data frame. */
 #define MAX_MODEL (UINT32_C(1) << 28)
 
+/* The version of the source a dataset was opened from: a later worker must find the same. */
+typedef struct identity {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+} identity;
+
 /* What the dataset's reader is: the worker serving its arrays, shared by their proxies. */
 typedef struct handle {
     pthread_mutex_t lock;       /* one request at a time on the worker's socket */
@@ -24,7 +34,10 @@ typedef struct handle {
     double open_timeout, read_timeout;
     uint64_t memory;
     cfs_worker_proc w;
-    bool alive;
+    bool alive;                 /* it has a worker, counted in the pool (under lock and the pool's) */
+    struct handle *newer, *older;   /* the pool's order of use, while alive */
+    identity version;
+    bool changed;               /* a later worker found another file: not read again */
     uint64_t digest;            /* of the model its first worker sent: a replacement's must match */
     uint32_t narrays;
     bool *poisoned;             /* arrays whose read lost a worker: not read again */
@@ -41,6 +54,106 @@ typedef struct proxy {
     char *path;
 } proxy;
 
+/* The live workers of this process, most recently used first. A handle's lock is taken before
+ * the pool's; the pool takes another handle's lock only by trylock, to end its idle worker. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t idle;        /* a request ended: a worker may be free to end */
+    unsigned waiting;
+    handle *newest, *oldest;
+    unsigned live, limit;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL, NULL, 0,
+          CFS_ISOLATE_READERS};
+
+/* Under the pool's lock. */
+static void pool_unlink(handle *h)
+{
+    *(h->newer ? &h->newer->older : &pool.newest) = h->older;
+    *(h->older ? &h->older->newer : &pool.oldest) = h->newer;
+    h->newer = h->older = NULL;
+}
+
+static void pool_link_newest(handle *h)
+{
+    h->older = pool.newest;
+    *(pool.newest ? &pool.newest->newer : &pool.oldest) = h;
+    pool.newest = h;
+}
+
+/* Under h's lock: its worker is gone (or never came); its place in the pool is free. */
+static void end_worker(handle *h, char *how, size_t len)
+{
+    cfs_worker_end(&h->w, how, len);
+    pthread_mutex_lock(&pool.lock);
+    if (h->alive) {
+        h->alive = false;
+        pool_unlink(h);
+        pool.live--;
+        pthread_cond_broadcast(&pool.idle);
+    }
+    pthread_mutex_unlock(&pool.lock);
+}
+
+/* Under the pool's lock: the least recently used idle worker (not h's) with its lock taken, or
+ * NULL if every live worker is serving a request. */
+static handle *idle_worker(const handle *h)
+{
+    handle *victim = pool.oldest;
+    while (victim && (victim == h || pthread_mutex_trylock(&victim->lock) != 0))
+        victim = victim->newer;
+    return victim;
+}
+
+/* Under h's lock, h without a worker: a place in the pool, and the process of the least
+ * recently used idle worker when the pool is full (its source gets another at its next read);
+ * waited for while every worker is serving. True when h was handed a process; false when it
+ * must start one. */
+static bool pool_enter(handle *h)
+{
+    bool handed = false;
+    pthread_mutex_lock(&pool.lock);
+    while (pool.live >= pool.limit && !handed) {
+        handle *victim = idle_worker(h);
+        if (!victim) {
+            pool.waiting++;
+            pthread_cond_wait(&pool.idle, &pool.lock);
+            pool.waiting--;
+            continue;
+        }
+        pool_unlink(victim);
+        victim->alive = false;
+        if (victim->w.owner == getpid()) {
+            h->w = victim->w;
+            handed = true;
+        } else {
+            cfs_worker_end(&victim->w, NULL, 0);   /* the parent's, before the daemon forked */
+            pool.live--;
+        }
+        victim->w = (cfs_worker_proc){0, -1, 0};
+        pthread_mutex_unlock(&victim->lock);
+    }
+    if (!handed)
+        pool.live++;
+    pool_link_newest(h);
+    h->alive = true;
+    pthread_mutex_unlock(&pool.lock);
+    return handed;
+}
+
+/* After a request on h (its lock let go): h is the most recently used, and its worker may be
+ * the one a waiting open can end. */
+static void pool_used(handle *h)
+{
+    pthread_mutex_lock(&pool.lock);
+    if (h->alive && pool.newest != h) {
+        pool_unlink(h);
+        pool_link_newest(h);
+    }
+    if (pool.waiting)
+        pthread_cond_broadcast(&pool.idle);
+    pthread_mutex_unlock(&pool.lock);
+}
+
 static uint64_t digest_of(const unsigned char *p, size_t n)
 {
     uint64_t h = UINT64_C(1469598103934665603);
@@ -54,8 +167,9 @@ static void handle_unref(void *reader)
     handle *h = reader;
     if (!h || __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
-    if (h->alive)
-        cfs_worker_end(&h->w, NULL, 0);
+    pthread_mutex_lock(&h->lock);       /* the pool may be ending its worker */
+    end_worker(h, NULL, 0);
+    pthread_mutex_unlock(&h->lock);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->fault_lock);
     free(h->poisoned);
@@ -91,8 +205,7 @@ static int lose_worker(handle *h, const char *operation, const char *element, bo
                        const char *why, cfs_err *err)
 {
     char how[64];
-    cfs_worker_end(&h->w, how, sizeof how);
-    h->alive = false;
+    end_worker(h, how, sizeof how);
     char what[160];
     if (timed_out)
         snprintf(what, sizeof what, "ran past its time limit of %g s (killed)",
@@ -157,13 +270,16 @@ static int read_status(handle *h, uint32_t len, int64_t deadline, bool *timed_ou
     return 0;
 }
 
-/* Under the lock: starts a worker and has it open the source; model receives its model.
- * 0; -1 when the source is refused (err); -2 when the worker was lost (fault kept). */
+/* Under the lock: a worker (one handed over by the pool, or a new one) opens the source; model
+ * receives its model. 0; -1 when the source is refused (err); -2 when the worker was lost
+ * (fault kept). */
 static int start_worker(handle *h, cfs_buf *model, cfs_err *err)
 {
-    if (cfs_worker_spawn(h->exe, h->memory, &h->w, err) < 0)
+    bool handed = pool_enter(h);
+    if (!handed && cfs_worker_spawn(h->exe, h->memory, &h->w, err) < 0) {
+        end_worker(h, NULL, 0);
         return -1;
-    h->alive = true;
+    }
     int64_t deadline = cfs_wire_deadline(h->open_timeout);
     cfs_buf req = {0};
     bool timed_out = false;
@@ -172,11 +288,22 @@ static int start_worker(handle *h, cfs_buf *model, cfs_err *err)
     cfs_status status = CFS_OK;
     if (cfs_wire_put_str(&req, h->path) < 0) {
         cfs_buf_free(&req);
-        cfs_worker_end(&h->w, NULL, 0);
-        h->alive = false;
+        end_worker(h, NULL, 0);
         return cfs_err_oom(err);
     }
     int rc = cfs_wire_send(h->w.fd, CFS_WIRE_OPEN, req.data, req.len, deadline, err);
+    if (rc < 0 && handed) {
+        /* A worker handed over idle was gone before it heard of this source (killed from
+         * outside): this source is not to blame; a new worker is asked instead. */
+        cfs_worker_end(&h->w, NULL, 0);
+        rc = cfs_worker_spawn(h->exe, h->memory, &h->w, err) < 0 ? -3
+             : cfs_wire_send(h->w.fd, CFS_WIRE_OPEN, req.data, req.len, deadline, err);
+        if (rc == -3) {
+            cfs_buf_free(&req);
+            end_worker(h, NULL, 0);
+            return -1;
+        }
+    }
     cfs_buf_free(&req);
     if (rc == 0)
         rc = cfs_wire_recv_header(h->w.fd, &type, &len, MAX_MODEL, deadline, &timed_out, err);
@@ -185,8 +312,7 @@ static int start_worker(handle *h, cfs_buf *model, cfs_err *err)
     if (rc == 0)
         rc = read_status(h, len, deadline, &timed_out, &status, err);
     if (rc == 0 && status == CFS_OK && cfs_buf_reserve(model, len - 4) < 0) {
-        cfs_worker_end(&h->w, NULL, 0);
-        h->alive = false;
+        end_worker(h, NULL, 0);
         return cfs_err_oom(err);
     }
     if (rc == 0 && status == CFS_OK)
@@ -198,21 +324,50 @@ static int start_worker(handle *h, cfs_buf *model, cfs_err *err)
         return -2;
     }
     if (status != CFS_OK) {
-        cfs_worker_end(&h->w, NULL, 0);    /* refused: nothing to serve */
-        h->alive = false;
+        end_worker(h, NULL, 0);            /* refused: nothing to serve */
         return -1;
     }
     model->len = len - 4;
     return 0;
 }
 
-/* Under the lock: a worker that serves this process, started again if it was lost. */
+static int version_of(const char *path, identity *out)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return -1;
+    *out = (identity){st.st_dev, st.st_ino, st.st_size, st.st_mtim};
+    return 0;
+}
+
+static bool same_version(const identity *a, const identity *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* Under the lock: whether path is still the version the dataset was opened from. */
+static bool still_the_version(const handle *h)
+{
+    identity now;
+    return version_of(h->path, &now) == 0 && same_version(&now, &h->version);
+}
+
+/* Under the lock: the file is another one now; it is not read again (the caller lays the new
+ * one out afresh when it notices, src/volume/watch.c). */
+static int changed(handle *h, cfs_err *err)
+{
+    h->changed = true;
+    return cfs_err_setc(err, CFS_EIO, "the file changed or was removed since it was opened; "
+                        "its new version is served once it is laid out again");
+}
+
+/* Under the lock: a worker that serves this process, started again if it was lost or ended to
+ * make room, on the version of the file the dataset was opened from. */
 static int ensure_worker(handle *h, cfs_err *err)
 {
-    if (h->alive && h->w.owner != getpid()) {
-        cfs_worker_end(&h->w, NULL, 0);     /* the parent's, before the daemon forked */
-        h->alive = false;
-    }
+    if (h->alive && h->w.owner != getpid())
+        end_worker(h, NULL, 0);             /* the parent's, before the daemon forked */
     if (h->alive)
         return 0;
     if (h->given_up)
@@ -220,13 +375,13 @@ static int ensure_worker(handle *h, cfs_err *err)
                             "damaged; re-download or re-write it", h->fault.what,
                             h->fault.element[0] ? "reading " : "while opening it",
                             h->fault.element);
+    if (h->changed || !still_the_version(h))
+        return changed(h, err);
     cfs_buf model = {0};
     int rc = start_worker(h, &model, err);
-    if (rc == 0 && digest_of(model.data, model.len) != h->digest) {
-        cfs_worker_end(&h->w, NULL, 0);
-        h->alive = false;
-        h->given_up = true;
-        rc = cfs_err_setc(err, CFS_EIO, "the file changed while it was served");
+    if (rc == 0 && (digest_of(model.data, model.len) != h->digest || !still_the_version(h))) {
+        end_worker(h, NULL, 0);
+        rc = changed(h, err);
     }
     cfs_buf_free(&model);
     return rc < 0 ? -1 : 0;
@@ -369,6 +524,7 @@ static int proxy_read_as(const cfs_array *arr, const ask *q, read_mode mode, voi
                           "damaged; re-download or re-write it", h->fault.what, px->path);
     else
         rc = ensure_worker(h, err);
+    /* A read needs its worker only while it runs: the pool may end it between reads. */
     bool timed_out = false;
     if (rc == 0 && !q->rows)
         rc = request(h, px, arr, q->start, q->count, mode, out, pool, &timed_out, err);
@@ -381,6 +537,7 @@ static int proxy_read_as(const cfs_array *arr, const ask *q, read_mode mode, voi
         rc = lose_worker(h, "read", px->path, timed_out, why, err);
     }
     pthread_mutex_unlock(&h->lock);
+    pool_used(h);
     return rc;
 }
 
@@ -452,12 +609,17 @@ static int open_isolated(const char *path, const cfs_isolation *iso, cfs_dataset
     handle *h = handle_new(path, iso);
     if (!h)
         return cfs_err_oom(err);
+    if (version_of(path, &h->version) < 0) {
+        handle_unref(h);
+        return cfs_err_errno(err, errno, "%s", path);
+    }
     cfs_buf model = {0};
     pthread_mutex_lock(&h->lock);
     int rc = start_worker(h, &model, err);
     if (rc == -2 && fault)
         *fault = h->fault;
     pthread_mutex_unlock(&h->lock);
+    pool_used(h);
     cfs_dataset *ds = NULL;
     if (rc == 0) {
         h->digest = digest_of(model.data, model.len);
@@ -487,6 +649,9 @@ int cfs_isolated_open(const char *path, const cfs_isolation *iso, cfs_dataset **
         memset(fault, 0, sizeof *fault);
     if (iso->off)
         return cfs_format_open(path, out, err);
+    pthread_mutex_lock(&pool.lock);
+    pool.limit = iso->readers ? iso->readers : CFS_ISOLATE_READERS;
+    pthread_mutex_unlock(&pool.lock);
     return open_isolated(path, iso, out, fault, err);
 }
 
@@ -498,6 +663,14 @@ bool cfs_isolated_stats(const cfs_dataset *ds, cfs_reader_stats *stats)
     stats->requests = __atomic_load_n(&h->stats.requests, __ATOMIC_RELAXED);
     stats->rows = __atomic_load_n(&h->stats.rows, __ATOMIC_RELAXED);
     return true;
+}
+
+unsigned cfs_isolated_workers(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    unsigned live = pool.live;
+    pthread_mutex_unlock(&pool.lock);
+    return live;
 }
 
 bool cfs_isolated_fault(const cfs_dataset *ds, cfs_reader_fault *fault)

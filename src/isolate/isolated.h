@@ -4,6 +4,11 @@
  * proxy arrays; a worker that crashes, runs past its time limit, runs out of its memory limit or
  * breaks the protocol is killed and replaced, the request fails (CFS_EDAMAGED), and the fault is
  * kept for status.json. With isolation off, formats are opened in this process.
+ *
+ * Workers are a pool: at most `readers` are alive at once in the process, whatever the number of
+ * sources. A source whose worker was ended to make room gets a new one at its next read, which
+ * must find the file it was opened from (device, inode, size and mtime as recorded at the first
+ * open) and send the same model; otherwise the read fails and the source is not read again.
  */
 #ifndef CFS_ISOLATED_H
 #define CFS_ISOLATED_H
@@ -19,10 +24,14 @@ typedef struct cfs_isolation {
     double read_timeout;        /* seconds a read may take (0: the default, 60) */
     uint64_t memory;            /* a worker's address-space limit in bytes (0: none) */
     const char *exe;            /* the program a worker runs (NULL: /proc/self/exe) */
+    unsigned readers;           /* workers alive at once in this process (0: the default) */
 } cfs_isolation;
 
 #define CFS_ISOLATE_OPEN_TIMEOUT 120.0
 #define CFS_ISOLATE_READ_TIMEOUT 60.0
+/* Workers alive at once: as many as a mount serves requests at once (fuse/fs.c). */
+#define CFS_ISOLATE_READERS 16
+#define CFS_ISOLATE_MAX_READERS 1024
 
 /* What ended a worker, for status.json. */
 typedef struct cfs_reader_fault {
@@ -47,6 +56,8 @@ int cfs_isolated_open(const char *path, const cfs_isolation *iso, cfs_dataset **
                       cfs_reader_fault *fault, cfs_err *err);
 /* True if ds is served by workers; *stats receives their counters. */
 bool cfs_isolated_stats(const cfs_dataset *ds, cfs_reader_stats *stats);
+/* The workers alive in this process now (at most the readers of the last open). */
+unsigned cfs_isolated_workers(void);
 /* True if ds is served by workers and one of them faulted; *fault receives the first fault. */
 bool cfs_isolated_fault(const cfs_dataset *ds, cfs_reader_fault *fault);
 

@@ -69,12 +69,22 @@ static int reply_error(const worker *w, cfs_wire_type type, const cfs_err *e)
     return rc;
 }
 
+/* A worker serves one source at a time: the pool hands it from one source to the next, and the
+ * one it had is closed before the next is opened. */
+static void close_source(worker *w)
+{
+    cfs_wire_arrays_free(&w->arrays);
+    cfs_dataset_free(w->ds);
+    w->ds = NULL;
+}
+
 static int serve_open(worker *w, cfs_wire_cursor *c)
 {
     cfs_err err = {0};
     char *path = cfs_wire_get_str(c, CFS_WIRE_MAX_CONTROL);
-    if (!path || c->left || w->ds)
+    if (!path || c->left)
         return free(path), -1;
+    close_source(w);
     cfs_buf b = {0};
     int rc = maybe_fault(w, "open") < 0 ? cfs_err_oom(&err) : cfs_format_open(path, &w->ds, &err);
     free(path);
@@ -275,8 +285,7 @@ int cfs_reader_worker_main(int fd, uint64_t memory_limit)
     }
     free(payload);
     cfs_buf_free(&w.reply);
-    cfs_wire_arrays_free(&w.arrays);
-    cfs_dataset_free(w.ds);
+    close_source(&w);
     close(fd);
     return status;
 }

@@ -1,16 +1,16 @@
 /*
- * The reader worker (docs/design.md §2.4): the process `cellucid-fs --reader-worker FD MEMORY`
- * that opens one source with the format registry and serves the reads of its arrays over the
- * socket FD, or tells a folder scan which entries are inputs (detect.h), under an address-space
- * limit of MEMORY bytes (0: none). Started by spawn.c, never by hand.
+ * The reader worker (docs/design.md §2.4): the process (named CFS_WORKER_NAME) that opens one
+ * source with the format registry and serves the reads of its arrays over a socket, or tells a
+ * folder scan which entries are inputs (detect.h), under an address-space limit. Forked by the
+ * fork server (forkserver.h), never started by hand.
  */
 #ifndef CFS_WORKER_H
 #define CFS_WORKER_H
 
 #include <stdint.h>
 
-/* The hidden command-line flag that runs a worker. */
-#define CFS_WORKER_FLAG "--reader-worker"
+/* A worker's process name (/proc/PID/comm), by which people and tests tell workers apart. */
+#define CFS_WORKER_NAME "cfs-reader"
 
 /* Test only: "segv@ELEMENT", "loop@ELEMENT" or "alloc@ELEMENT" makes the worker crash, spin or
  * allocate without bound when it reads that array (ELEMENT "open": when it opens; "detect": when

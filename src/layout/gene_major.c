@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "chunk_hint.h"
+#include "parallel.h"
 #include "job.h"
 #include "schedule.h"
 #include "sparse_index.h"
@@ -478,15 +479,7 @@ static void *sorter(void *arg)
 static int emit_all(sparse_engine *e, const buckets *bk, size_t rs, cfs_err *err)
 {
     emit_pool pool = {.e = e, .bk = bk, .rs = rs};
-    pthread_t threads[SORTERS];
-    int started = 0;
-    for (int i = 0; i < SORTERS; i++)
-        if (pthread_create(&threads[i], NULL, sorter, &pool) == 0)
-            started++;
-    if (started == 0)
-        sorter(&pool);
-    for (int i = 0; i < started; i++)
-        pthread_join(threads[i], NULL);
+    cfs_parallel_run(SORTERS, sorter, &pool);
     if (pool.failed) {
         *err = pool.err;
         return -1;

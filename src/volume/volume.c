@@ -16,6 +16,7 @@
 #include "sources.h"
 #include "store.h"
 #include "strfmt.h"
+#include "strset.h"
 #include "utf8.h"
 
 typedef enum vn_kind { VN_ROOT, VN_CATALOG, VN_STATUS, VN_DIR, VN_DOC, VN_CHUNK } vn_kind;
@@ -45,7 +46,11 @@ typedef struct chunk_slot {
  * inodes of a replaced version, and they keep serving that version's bytes, never a mix. */
 typedef struct ds_entry {
     cfs_prepared p;
-    cfs_store *store;           /* NULL when refused */
+    bool served;                /* it has a store (not refused) */
+    /* Its store, made at the first lookup inside its folder (a folder of thousands of sources
+     * is mostly never read: their documents are not kept); NULL until then and once retired. */
+    cfs_store *store;
+    bool populated;             /* its folders and documents are in the tree */
     char *identity;             /* the cache key prefix (source version + options) */
     struct stat version;        /* dev, ino, size, mtime of the source when opened */
     uint64_t dir_ino;           /* its <id>.zarr folder, 0 if none */
@@ -58,6 +63,7 @@ typedef struct ds_entry {
 struct cfs_volume {
     pthread_mutex_t lock;   /* guards the node table, the chunk map and the entries */
     pthread_mutex_t refreshing;
+    pthread_mutex_t populating;     /* one store made at a time, and each once */
     vnode *v;
     size_t n, cap;
     chunk_slot *map;
@@ -92,13 +98,18 @@ static uint64_t add_vnode(cfs_volume *v, vnode n)
     return v->n;            /* ino = index + 1; 1 is the root */
 }
 
+/* Children arrays double when full (their length a power of two): the root of a folder of
+ * ten thousand sources is not copied ten thousand times. */
 static int add_child(cfs_volume *v, uint64_t parent, uint64_t child)
 {
     vnode *p = &v->v[parent - 1];
-    uint64_t *grown = realloc(p->children, (p->nchildren + 1) * sizeof *grown);
-    if (!grown)
-        return -1;
-    p->children = grown;
+    size_t n = p->nchildren;
+    if ((n & (n - 1)) == 0) {
+        uint64_t *grown = realloc(p->children, (n ? 2 * n : 1) * sizeof *grown);
+        if (!grown)
+            return -1;
+        p->children = grown;
+    }
     p->children[p->nchildren++] = child;
     return 0;
 }
@@ -131,8 +142,20 @@ static const char *last_component(const char *path)
     return slash ? slash + 1 : path;
 }
 
-/* One dataset's store as folders and metadata files; chunk files appear at lookup. */
-static int add_store(cfs_volume *v, uint32_t ds, const char *id)
+/* Under the lock: the <id>.zarr folder of a served dataset; what is inside comes at its first
+ * lookup (add_store). */
+static int add_store_folder(cfs_volume *v, uint32_t ds, const char *id)
+{
+    char *name = malloc(strlen(id) + sizeof ".zarr");
+    if (name)
+        sprintf(name, "%s.zarr", id);
+    vnode d = {.kind = VN_DIR, .ds = ds, .node = 0, .name = name};
+    return (v->ds[ds]->dir_ino = add_file(v, CFS_VOLUME_ROOT, d)) ? 0 : -1;
+}
+
+/* Under the lock: one dataset's store, in its folder, as folders and metadata files; chunk
+ * files appear at lookup. */
+static int add_store(cfs_volume *v, uint32_t ds)
 {
     const cfs_store *st = v->ds[ds]->store;
     uint64_t *dir_of = calloc(st->nnodes, sizeof *dir_of);
@@ -140,14 +163,11 @@ static int add_store(cfs_volume *v, uint32_t ds, const char *id)
         return -1;
     for (uint32_t i = 0; i < st->nnodes; i++) {
         const cfs_store_node *sn = &st->nodes[i];
-        uint64_t parent = CFS_VOLUME_ROOT;
-        char *name;
-        if (sn->path[0] == '\0') {
-            name = malloc(strlen(id) + sizeof ".zarr");
-            if (name)
-                sprintf(name, "%s.zarr", id);
+        if (i == 0) {
+            dir_of[0] = v->ds[ds]->dir_ino;
         } else {
             /* The parent is the node whose path is this one's prefix: nodes come parents first. */
+            uint64_t parent = dir_of[0];
             const char *slash = strrchr(sn->path, '/');
             size_t plen = slash ? (size_t)(slash - sn->path) : 0;
             for (uint32_t k = i; k-- > 0;)
@@ -156,11 +176,10 @@ static int add_store(cfs_volume *v, uint32_t ds, const char *id)
                     parent = dir_of[k];
                     break;
                 }
-            name = strdup(last_component(sn->path));
+            vnode d = {.kind = VN_DIR, .ds = ds, .node = i, .name = strdup(last_component(sn->path))};
+            if (!(dir_of[i] = add_file(v, parent, d)))
+                break;
         }
-        vnode d = {.kind = VN_DIR, .ds = ds, .node = i, .name = name};
-        if (!(dir_of[i] = add_file(v, parent, d)))
-            break;
         if (!add_doc(v, dir_of[i], ds, i, ".zattrs", cfs_store_doc(sn, CFS_DOC_ZATTRS)) ||
             !add_doc(v, dir_of[i], ds, i, sn->is_array ? ".zarray" : ".zgroup",
                      cfs_store_doc(sn, sn->is_array ? CFS_DOC_ZARRAY : CFS_DOC_ZGROUP)) ||
@@ -170,8 +189,6 @@ static int add_store(cfs_volume *v, uint32_t ds, const char *id)
         }
     }
     int ok = st->nnodes == 0 || dir_of[st->nnodes - 1] != 0;
-    if (ok && st->nnodes)
-        v->ds[ds]->dir_ino = dir_of[0];
     free(dir_of);
     return ok ? 0 : -1;
 }
@@ -197,7 +214,7 @@ static char *catalog_text(const cfs_volume *v)
     char **ids = calloc(v->nds + 1, sizeof *ids);
     size_t k = 0;
     for (size_t i = 0; ids && i < v->nds; i++)
-        if (v->ds[i]->live && v->ds[i]->store && v->ds[i]->p.embedding)
+        if (v->ds[i]->live && v->ds[i]->served && v->ds[i]->p.embedding)
             ids[k++] = v->ds[i]->p.id;
     char *text = ids ? cfs_catalog_json(ids, k) : NULL;
     free(ids);
@@ -210,14 +227,34 @@ static bool same_version(const struct stat *a, const struct stat *b)
            a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
-/* The live entry of a source at this version, if it is already served. */
-static ds_entry *find_live(cfs_volume *v, const char *source, const struct stat *version)
+/* Under the lock: the live entries by source, so that a pass over a folder of thousands of
+ * sources finds each in one step (NULL when out of memory: find_live then scans). The strings
+ * are the entries' own, which live until unmount. */
+static cfs_strset *index_live(const cfs_volume *v)
 {
+    cfs_strset *idx = cfs_strset_new(v->nds);
+    for (size_t i = 0; idx && i < v->nds; i++)
+        if (v->ds[i]->live && cfs_strset_add(idx, v->ds[i]->p.source, i) < 0) {
+            cfs_strset_free(idx);
+            return NULL;
+        }
+    return idx;
+}
+
+/* Where in v->ds the live entry of a source at this version is, if it is already served; -1
+ * if not. idx: index_live's (or NULL). */
+static ptrdiff_t find_live(const cfs_volume *v, const cfs_strset *idx, const char *source,
+                           const struct stat *version)
+{
+    if (idx) {
+        const uint64_t *k = cfs_strset_get(idx, source);
+        return k && same_version(&v->ds[*k]->version, version) ? (ptrdiff_t)*k : -1;
+    }
     for (size_t i = 0; i < v->nds; i++)
         if (v->ds[i]->live && strcmp(v->ds[i]->p.source, source) == 0 &&
             same_version(&v->ds[i]->version, version))
-            return v->ds[i];
-    return NULL;
+            return (ptrdiff_t)i;
+    return -1;
 }
 
 /* True when the folder's sources and their versions are exactly what is served. */
@@ -231,12 +268,14 @@ static bool unchanged(cfs_volume *v, const cfs_source_list *sources)
     }
     if (live != sources->n)
         return false;
-    for (size_t i = 0; i < sources->n; i++) {
+    cfs_strset *idx = index_live(v);
+    bool same = true;
+    for (size_t i = 0; i < sources->n && same; i++) {
         struct stat sb;
-        if (stat(sources->paths[i], &sb) < 0 || !find_live(v, sources->paths[i], &sb))
-            return false;
+        same = stat(sources->paths[i], &sb) == 0 && find_live(v, idx, sources->paths[i], &sb) >= 0;
     }
-    return true;
+    cfs_strset_free(idx);
+    return same;
 }
 
 static void remove_child(cfs_volume *v, uint64_t parent, uint64_t child)
@@ -290,18 +329,13 @@ static int adopt(cfs_volume *v, cfs_prepared *p, const struct stat *before, stal
     e->live = true;
     uint32_t idx = (uint32_t)v->nds;
     v->ds[v->nds++] = e;
-    cfs_store_opts sopts = {v->opts.codec};
-    cfs_err err = {0};
     e->version = *before;             /* a refused source is retried when it changes too */
-    if (e->p.ds && !(e->store = cfs_store_new(e->p.ds, &sopts, &err))) {
-        cfs_isolated_fault(e->p.ds, &e->p.damage);
-        cfs_prepared_refuse(&e->p, err.msg);
-    }
-    if (e->store && !(e->identity = identity_of(&e->p, &v->opts, &e->version)))
+    e->served = e->p.ds != NULL;      /* prepared: its store can be made (cfs_prepare) */
+    if (e->served && !(e->identity = identity_of(&e->p, &v->opts, &e->version)))
         return -1;
     cfs_prepared_report(&e->p, shown_source(v, e->p.source), v->log);
-    if (e->store) {
-        if (add_store(v, idx, e->p.id) < 0)
+    if (e->served) {
+        if (add_store_folder(v, idx, e->p.id) < 0)
             return -1;
         note_stale(stale, v->v[e->dir_ino - 1].name);
     }
@@ -319,6 +353,49 @@ static void close_if_idle(ds_entry *e)
     e->store = NULL;
     cfs_dataset_free(e->p.ds);
     e->p.ds = NULL;
+}
+
+/* Without the lock: the store of a served dataset and what is in its folder, made once, at the
+ * first lookup or listing inside it. The store is made outside the lock (a string scalar is
+ * read from the source); its documents' trees are dropped once the tree has their text. 0, or
+ * -ENOENT (retired meanwhile) or -EIO (err). */
+static int populate(cfs_volume *v, uint32_t ds, cfs_err *err)
+{
+    pthread_mutex_lock(&v->populating);
+    pthread_mutex_lock(&v->lock);
+    ds_entry *e = v->ds[ds];
+    bool todo = !e->populated && e->live && e->p.ds;
+    int rc = e->populated ? 0 : -ENOENT;
+    if (todo)
+        e->active++;
+    pthread_mutex_unlock(&v->lock);
+    cfs_store *st = NULL;
+    if (todo) {
+        cfs_store_opts sopts = {v->opts.codec};
+        st = cfs_store_new(e->p.ds, &sopts, err);
+        pthread_mutex_lock(&v->lock);
+        e->active--;
+        if (st && e->live) {
+            e->store = st;
+            rc = add_store(v, ds) == 0 ? 0 : (cfs_err_oom(err), -EIO);
+            e->populated = rc == 0;
+            cfs_store_drop_docs(st);
+        } else {
+            cfs_store_free(st);
+            rc = st ? -ENOENT : -EIO;
+        }
+        close_if_idle(e);
+        pthread_mutex_unlock(&v->lock);
+    }
+    pthread_mutex_unlock(&v->populating);
+    return rc;
+}
+
+/* Under the lock: whether the folder ino is a store folder whose content is not made yet. */
+static bool unpopulated(const cfs_volume *v, uint64_t ino)
+{
+    const vnode *n = &v->v[ino - 1];
+    return n->kind == VN_DIR && !v->ds[n->ds]->populated;
 }
 
 /* Under the lock: a version no longer in the folder leaves the tree. */
@@ -342,17 +419,27 @@ static void retire(cfs_volume *v, ds_entry *e, stale_names *stale)
 static void retire_changed(cfs_volume *v, const cfs_source_list *sources,
                            const struct stat *now, stale_names *stale)
 {
+    cfs_strset *listed = cfs_strset_new(sources->n);
+    for (size_t i = 0; listed && i < sources->n; i++)
+        if (cfs_strset_add(listed, sources->paths[i], i) < 0) {
+            cfs_strset_free(listed);
+            listed = NULL;
+        }
     for (size_t k = 0; k < v->nds; k++) {
         ds_entry *e = v->ds[k];
         if (!e->live)
             continue;
         bool current = false;
-        for (size_t i = 0; i < sources->n && !current; i++)
+        const uint64_t *at = listed ? cfs_strset_get(listed, e->p.source) : NULL;
+        if (at)
+            current = same_version(&now[*at], &e->version);
+        for (size_t i = 0; !listed && i < sources->n && !current; i++)
             current = strcmp(sources->paths[i], e->p.source) == 0 &&
                       same_version(&now[i], &e->version);
         if (!current)
             retire(v, e, stale);
     }
+    cfs_strset_free(listed);
 }
 
 static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before,
@@ -363,16 +450,18 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
         return -1;
     int rc = 0;
     size_t old = v->nds;
+    cfs_strset *idx = index_live(v);    /* of the entries before this pass adds any */
     for (size_t i = 0; rc == 0 && i < set->n; i++) {
         cfs_prepared *p = &set->items[i];
-        ds_entry *same = find_live(v, p->source, &before[i]);
+        ptrdiff_t k = find_live(v, idx, p->source, &before[i]);
+        const ds_entry *same = k >= 0 ? v->ds[k] : NULL;
         if (same && !same->p.pending && (!same->p.id || !p->id || strcmp(same->p.id, p->id) == 0)) {
-            for (size_t k = 0; k < old; k++)
-                keep[k] |= v->ds[k] == same;
+            keep[k] = true;
             continue;
         }
         rc = adopt(v, p, &before[i], stale);
     }
+    cfs_strset_free(idx);
     for (size_t k = 0; k < old; k++)
         if (v->ds[k]->live && !keep[k])
             retire(v, v->ds[k], stale);
@@ -398,11 +487,14 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
 static void note_known(cfs_volume *v, const cfs_source_list *sources, const struct stat *now,
                        cfs_known_source *known)
 {
+    cfs_strset *idx = index_live(v);
     for (size_t i = 0; i < sources->n; i++) {
-        ds_entry *e = find_live(v, sources->paths[i], &now[i]);
+        ptrdiff_t k = find_live(v, idx, sources->paths[i], &now[i]);
+        const ds_entry *e = k >= 0 ? v->ds[k] : NULL;
         if (e && !e->p.pending)
-            known[i] = (cfs_known_source){true, e->store ? e->p.raw_id : NULL, e->p.id};
+            known[i] = (cfs_known_source){true, e->served ? e->p.raw_id : NULL, e->p.id};
     }
+    cfs_strset_free(idx);
 }
 
 int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
@@ -567,6 +659,7 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
     }
     pthread_mutex_init(&v->lock, NULL);
     pthread_mutex_init(&v->refreshing, NULL);
+    pthread_mutex_init(&v->populating, NULL);
     v->cache = cache;
     v->log = log;
     v->opts = *opts;
@@ -632,6 +725,7 @@ void cfs_volume_close(cfs_volume *v)
     free(v->src);
     pthread_mutex_destroy(&v->lock);
     pthread_mutex_destroy(&v->refreshing);
+    pthread_mutex_destroy(&v->populating);
     free(v);
 }
 
@@ -857,6 +951,14 @@ int cfs_volume_lookup(cfs_volume *v, uint64_t parent, const char *name, cfs_vatt
         pthread_mutex_unlock(&v->lock);
         return -ENOENT;
     }
+    if (unpopulated(v, parent)) {
+        uint32_t ds = v->v[parent - 1].ds;
+        pthread_mutex_unlock(&v->lock);
+        int rc = populate(v, ds, err);
+        if (rc < 0)
+            return rc;
+        pthread_mutex_lock(&v->lock);
+    }
     const vnode *p = &v->v[parent - 1];
     if (p->kind != VN_ROOT && p->kind != VN_DIR) {
         pthread_mutex_unlock(&v->lock);
@@ -905,6 +1007,18 @@ int cfs_volume_readdir(cfs_volume *v, uint64_t ino, uint64_t from,
     if (ino < 1 || ino > v->n || (v->v[ino - 1].kind != VN_ROOT && v->v[ino - 1].kind != VN_DIR)) {
         pthread_mutex_unlock(&v->lock);
         return -ENOTDIR;
+    }
+    if (unpopulated(v, ino)) {
+        uint32_t ds = v->v[ino - 1].ds;
+        pthread_mutex_unlock(&v->lock);
+        cfs_err err = {0};
+        int rc = populate(v, ds, &err);
+        if (rc < 0) {
+            if (rc == -EIO && v->log)
+                fprintf(v->log, "cellucid-fs: %s\n", err.msg);
+            return rc;
+        }
+        pthread_mutex_lock(&v->lock);
     }
     const vnode *d = &v->v[ino - 1];
     uint64_t parent_ino = d->kind == VN_DIR ? d->parent : ino;

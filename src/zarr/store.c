@@ -414,6 +414,15 @@ cfs_store *cfs_store_new(const cfs_dataset *ds, const cfs_store_opts *opts, cfs_
     return st;
 }
 
+void cfs_store_drop_docs(cfs_store *st)
+{
+    for (size_t i = 0; i < st->nnodes; i++) {
+        json_decref(st->nodes[i].zattrs);
+        json_decref(st->nodes[i].zarray);
+        st->nodes[i].zattrs = st->nodes[i].zarray = NULL;
+    }
+}
+
 void cfs_store_free(cfs_store *st)
 {
     if (!st)
@@ -434,6 +443,8 @@ void cfs_store_free(cfs_store *st)
 
 char *cfs_store_doc(const cfs_store_node *node, cfs_doc_kind kind)
 {
+    if (!node->zattrs)
+        return NULL;        /* dropped */
     switch (kind) {
     case CFS_DOC_ZATTRS:
         return cfs_zmeta_dump(node->zattrs);
@@ -465,6 +476,8 @@ static int set_meta(json_t *meta, const char *path, const char *doc, json_t *val
 
 char *cfs_store_zmetadata(const cfs_store *st)
 {
+    if (st->nnodes && !st->nodes[0].zattrs)
+        return NULL;        /* dropped */
     json_t *meta = json_object();
     int rc = meta ? 0 : -1;
     for (size_t i = 0; rc == 0 && i < st->nnodes; i++) {

@@ -49,6 +49,9 @@ typedef struct cfs_store {
 cfs_store *cfs_store_new(const cfs_dataset *ds, const cfs_store_opts *opts, cfs_err *err);
 void cfs_store_free(cfs_store *st);
 
+/* Frees the documents' trees once their text is kept elsewhere (a mount's tree): afterwards
+ * cfs_store_doc and cfs_store_zmetadata give NULL, chunks are made as before. */
+void cfs_store_drop_docs(cfs_store *st);
 /* The serialised document of a node (caller frees); NULL if the node has no such document. */
 char *cfs_store_doc(const cfs_store_node *node, cfs_doc_kind kind);
 /* The serialised .zmetadata (caller frees). */

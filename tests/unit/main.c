@@ -1,5 +1,9 @@
 /* The unit tests, one file per layer: a line "unit: <file> N passed, N failed" per file, then
  * the total "unit: N passed, N failed" (tests/run-suite reads that last line). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "forkserver.h"
 #include "unit.h"
 
 static void run(const char *name, void (*entry)(void))
@@ -9,8 +13,11 @@ static void run(const char *name, void (*entry)(void))
     printf("unit: %s %d passed, %d failed\n", name, unit_passed - passed, unit_failed - failed);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* The isolate tests start reader workers: this program is their fork server. */
+    if (argc == 3 && strcmp(argv[1], CFS_FORKSERVER_FLAG) == 0)
+        return cfs_forkserver_main(atoi(argv[2]));
     run("base", unit_base);
     run("model", unit_model);
     run("layout", unit_layout);

@@ -49,6 +49,25 @@ static void test_ids(void)
     free(json);
     for (int i = 0; i < 3; i++)
         free(ids[i]);
+
+    /* Suffixes skip what later sources want and what earlier ones were given. */
+    const char *want[][6] = {{"a", "a", "a", "a-2", "b", "a-3"},
+                             {"a", "a-4", "a-5", "a-2", "b", "a-3"}};
+    char *more[6];
+    bool more_clashed[6];
+    for (int i = 0; i < 6; i++)
+        more[i] = strdup(want[0][i]);
+    CHECK(cfs_catalog_distinct_ids(more, 6, more_clashed) == 0);
+    for (int i = 0; i < 6; i++) {
+        CHECK(strcmp(more[i], want[1][i]) == 0);
+        CHECK(more_clashed[i] == (i == 1 || i == 2));
+        free(more[i]);
+    }
+    char *late[3] = {strdup("x-2"), strdup("x"), strdup("x")};
+    CHECK(cfs_catalog_distinct_ids(late, 3, clashed) == 0);
+    CHECK(strcmp(late[0], "x-2") == 0 && strcmp(late[1], "x") == 0 && strcmp(late[2], "x-3") == 0);
+    for (int i = 0; i < 3; i++)
+        free(late[i]);
 }
 
 static bool text_from_is(const char *bytes, const char *want)

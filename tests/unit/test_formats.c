@@ -1,4 +1,5 @@
 /* formats/: HDF5 string reads, probes sharing one file, dormant files, unique names. */
+#include <dirent.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,16 +75,28 @@ static int is_csr_f32_index(char **names, uint64_t n)
     return same;
 }
 
+static int open_descriptors(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    while (d && readdir(d))
+        n++;
+    if (d)
+        closedir(d);
+    return n;
+}
+
 /* More sources than may stay open: the least recently used files close their datasets (and
- * so themselves); a read of one opens it again, the same inode even after it was renamed, and
- * reads what it read before. One replaced meanwhile fails its reads (it is never read from
- * the file now at its path). */
+ * so themselves, holding no descriptor); a read of one opens it again by its name and reads
+ * what it read before. One replaced or renamed away meanwhile fails its reads (it is never read
+ * from the file now at its path); renamed back, it is the same version and reads again. */
 static void test_dormant_files(void)
 {
     enum { N = CFS_H5_AWAKE_FILES + 4 };
     char dir[] = "/tmp/cfs-unit-dormant-XXXXXX", src[4096], other[4096], path[N][256];
     char cmd[10000];
     unit_temp_dir(dir);
+    int fds_before = open_descriptors();
     unit_fixture_path(src, sizeof src, "h5ad/csr_f32.h5ad");
     unit_fixture_path(other, sizeof other, "h5ad/dense_f32.h5ad");
     cfs_dataset *ds[N] = {0};
@@ -95,12 +108,17 @@ static void test_dormant_files(void)
         opened = system(cmd) == 0 && cfs_format_open(path[i], &ds[i], &err) == 0;
     }
     CHECK(opened && cfs_h5_awake_files() == CFS_H5_AWAKE_FILES);
-    /* s0 and s1 doze; s0 is replaced at its path, s1 renamed. */
+    CHECK(open_descriptors() <= fds_before + CFS_H5_AWAKE_FILES);
+    /* s0 and s1 doze; s0 is replaced at its path, s1 renamed away and back. */
     snprintf(cmd, sizeof cmd, "cp '%s' '%s.new' && mv '%s.new' '%s' && mv '%s' '%s.moved'",
              other, path[0], path[0], path[0], path[1], path[1]);
     CHECK(system(cmd) == 0);
     char **names = NULL, **again = NULL, **replaced = NULL;
     uint64_t n = 0, n2 = 0, n0 = 0;
+    CHECK(ds[1] && read_index(ds[1], &names, &n, &err) < 0 &&
+          strstr(err.msg, "removed or replaced") != NULL);
+    snprintf(cmd, sizeof cmd, "mv '%s.moved' '%s'", path[1], path[1]);
+    CHECK(system(cmd) == 0);
     CHECK(ds[1] && read_index(ds[1], &names, &n, &err) == 0);
     CHECK(cfs_h5_awake_files() == CFS_H5_AWAKE_FILES);
     CHECK(ds[N - 1] && read_index(ds[N - 1], &again, &n2, &err) == 0 && n2 == n);

@@ -1,10 +1,15 @@
 /* The reader worker protocol (src/isolate): a model tree survives the trip from worker to daemon,
- * and malformed bytes or frames are refused, never trusted. */
+ * and malformed bytes or frames are refused, never trusted; the pool of workers stays within its
+ * bound and a source reopened by a new worker must be the version first opened. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "format.h"
+#include "isolated.h"
 #include "unit.h"
 #include "wire.h"
 #include "wire_model.h"
@@ -299,9 +304,86 @@ static void frames(void)
     free(ok);
 }
 
+static int copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    char buf[65536];
+    size_t n;
+    int rc = in && out ? 0 : -1;
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        rc = fwrite(buf, 1, n, out) == n ? 0 : -1;
+    if (in)
+        fclose(in);
+    if (out && fclose(out) != 0)
+        rc = -1;
+    return rc;
+}
+
+/* The first n values of obs/leiden/codes, through ds's reader. */
+static int first_codes(const cfs_dataset *ds, int8_t *out, uint64_t n, cfs_err *err)
+{
+    const cfs_elem *col = cfs_elem_child(cfs_elem_child(ds->root, "obs"), "leiden");
+    uint64_t start = 0, count = n;
+    return col ? cfs_array_read(col->values, &start, &count, out, err) : -1;
+}
+
+/* A source whose worker the pool ended is read by a new one, which must find the same file: a
+ * copy renamed over it (the same bytes, so the same model) or a new mtime is refused. */
+static void pool_and_versions(void)
+{
+    char tmpl[] = "/tmp/cfs-unit-pool-XXXXXX";
+    char *dir = unit_temp_dir(tmpl);
+    if (!dir)
+        return;
+    char fixture[1024], other[1024], a[256], b[256], fresh[256];
+    unit_fixture_path(fixture, sizeof fixture, "h5ad/csr_f32.h5ad");
+    unit_fixture_path(other, sizeof other, "h5ad/categoricals.h5ad");
+    snprintf(a, sizeof a, "%s/a.h5ad", dir);
+    snprintf(b, sizeof b, "%s/b.h5ad", dir);
+    snprintf(fresh, sizeof fresh, "%s/.fresh", dir);
+    CHECK(copy_file(fixture, a) == 0 && copy_file(other, b) == 0);
+    cfs_isolation iso = {.readers = 1};
+    cfs_dataset *da = NULL, *db = NULL, *local = NULL;
+    cfs_err err = {0};
+    CHECK(cfs_isolated_open(a, &iso, &da, NULL, &err) == 0);
+    CHECK(cfs_isolated_open(b, &iso, &db, NULL, &err) == 0);   /* ends a's worker */
+    CHECK(cfs_isolated_workers() == 1);
+    CHECK(cfs_format_open(a, &local, &err) == 0);
+    int8_t got[8] = {0}, want[8] = {1};
+    CHECK(da && local && first_codes(da, got, 8, &err) == 0 && first_codes(local, want, 8, &err) == 0);
+    CHECK(memcmp(got, want, sizeof got) == 0);
+    CHECK(cfs_isolated_workers() == 1);
+    const cfs_elem *bx = db ? cfs_elem_child(db->root, "X") : NULL;
+    uint64_t start = 0, count = 1;
+    float f;
+    CHECK(bx && cfs_array_read(bx->values, &start, &count, &f, &err) == 0);  /* ends a's again */
+
+    /* An mtime moved while no worker has the file open. */
+    struct timespec later[2] = {{0, UTIME_OMIT}, {1700000000, 0}};
+    CHECK(utimensat(AT_FDCWD, a, later, 0) == 0);
+    CHECK(da && first_codes(da, got, 8, &err) < 0 && err.status == CFS_EIO &&
+          strstr(err.msg, "changed"));
+    cfs_dataset_free(da);
+
+    /* The same bytes under a new inode. */
+    CHECK(cfs_isolated_open(a, &iso, &da, NULL, &err) == 0);
+    CHECK(bx && cfs_array_read(bx->values, &start, &count, &f, &err) == 0);
+    CHECK(copy_file(fixture, fresh) == 0 && rename(fresh, a) == 0);
+    err = (cfs_err){0};
+    CHECK(da && first_codes(da, got, 8, &err) < 0 && err.status == CFS_EIO &&
+          strstr(err.msg, "changed"));
+    CHECK(da && first_codes(da, got, 8, &err) < 0);            /* and not tried again */
+    cfs_dataset_free(da);
+    cfs_dataset_free(db);
+    cfs_dataset_free(local);
+    CHECK(cfs_isolated_workers() == 0);
+    unit_remove_folder(dir);
+}
+
 void unit_isolate(void)
 {
     round_trip();
     round_trip_modalities();
     frames();
+    pool_and_versions();
 }
