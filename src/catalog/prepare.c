@@ -28,7 +28,7 @@ static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
      * so the usual open reads the file's head once. */
     const char *codec = NULL;
     cfs_isolation iso = cfs_options_isolation(opts);
-    if (cfs_isolated_open(p->source, &iso, &p->ds, &p->damage, err) == 0)
+    if (cfs_isolated_open_part(p->source, p->part, &iso, &p->ds, &p->damage, err) == 0)
         return 0;
     if (p->damage.happened)
         return -1;
@@ -40,7 +40,7 @@ static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
     char *copy = NULL;
     if (opts->unpack.copy(opts->unpack.ctx, p->source, codec, p->progress, &copy, err) < 0)
         return -1;
-    int rc = cfs_isolated_open(copy, &iso, &p->ds, &p->damage, err);
+    int rc = cfs_isolated_open_part(copy, p->part, &iso, &p->ds, &p->damage, err);
     free(copy);
     if (rc == 0) {
         char *source = strdup(p->source);
@@ -52,11 +52,21 @@ static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
     return rc;
 }
 
+/* The id an opened dataset asks for: the source's own, else from its file's name (and part). */
+static void set_raw_id(cfs_prepared *p)
+{
+    free(p->id);
+    free(p->raw_id);
+    p->id = cfs_identity_wanted_id(p->ds, p->source, p->part);
+    p->raw_id = p->id ? strdup(p->id) : NULL;
+}
+
 static void open_one(cfs_prepared *p, const cfs_options *opts)
 {
     cfs_err err = {0};
     cfs_layout_opts layout = opts->layout;
     layout.progress = p->progress = cfs_progress_new(p->source, opts->layout.log);
+    /* A part's progress is named by its source: status.json names the part beside it. */
     cfs_cellucid_meta meta;
     if (open_source(p, opts, &err) < 0 && !p->ds && err.status == CFS_ERETRY) {
         p->pending = true;
@@ -69,20 +79,12 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
         cfs_prepared_refuse(p, err.msg);
         return;
     }
-    char *own = cfs_identity_source_id(p->ds);
-    if (own) {
-        p->id = own;
-    } else {
-        char *stem = cfs_source_stem(p->source);
-        p->id = stem ? cfs_id_from_name(stem) : NULL;
-        free(stem);
-    }
-    p->raw_id = p->id ? strdup(p->id) : NULL;
+    set_raw_id(p);
 }
 
 static int name_one(cfs_prepared *p, cfs_err *err)
 {
-    char *stem = cfs_source_stem(p->source);
+    char *stem = cfs_source_part_stem(p->source, p->part);
     p->name = stem ? cfs_identity_name(p->ds, stem) : NULL;
     free(stem);
     if (!p->name || cfs_identity_apply(p->ds, p->id, p->name, err) < 0)
@@ -120,22 +122,95 @@ static int assign_ids(cfs_prepared_set *set, cfs_err *err)
     return rc < 0 ? cfs_err_oom(err) : 0;
 }
 
-/* A known source takes part in the ids with the id it was given before they were made
- * distinct, as if it had been opened. */
-static int reuse(cfs_prepared *p, const cfs_known_source *k)
+/* The set being made, and what the caller serves of each item (NULL: it was opened). */
+typedef struct builder {
+    cfs_prepared_set *set;
+    size_t cap;
+    const cfs_known_dataset **known;
+} builder;
+
+static cfs_prepared *add_item(builder *b, const char *source, size_t from, const char *part)
 {
+    if (b->set->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 16;
+        cfs_prepared *items = realloc(b->set->items, cap * sizeof *items);
+        if (items)
+            b->set->items = items;
+        const cfs_known_dataset **known = items ? realloc(b->known, cap * sizeof *known) : NULL;
+        if (!known)
+            return NULL;
+        b->known = known;
+        b->cap = cap;
+    }
+    cfs_prepared *p = &b->set->items[b->set->n];
+    *p = (cfs_prepared){.source = strdup(source), .part = part ? strdup(part) : NULL,
+                        .from = from};
+    if (!p->source || (part && !p->part)) {
+        free(p->source);
+        free(p->part);
+        return NULL;
+    }
+    b->known[b->set->n++] = NULL;
+    return p;
+}
+
+/* A known dataset takes part in the ids with the id it was given before they were made
+ * distinct, as if it had been opened. */
+static int reuse(builder *b, const char *source, size_t from, const cfs_known_dataset *k)
+{
+    cfs_prepared *p = add_item(b, source, from, k->part);
+    if (!p)
+        return -1;
+    b->known[b->set->n - 1] = k;
     p->reused = true;
     if (k->raw_id && !(p->id = strdup(k->raw_id)))
         return -1;
     return 0;
 }
 
-/* A known source whose distinct id is no longer the one it is served under: the id is baked
+/* Opens a source; one that holds several datasets (its reader lists them as parts) becomes an
+ * item per part, in the input's order, each opened by name but the one opened already. */
+static int open_source_items(builder *b, const char *source, size_t from,
+                             const cfs_options *opts)
+{
+    cfs_prepared *p = add_item(b, source, from, NULL);
+    if (!p)
+        return -1;
+    open_one(p, opts);
+    if (!p->ds || cfs_dataset_part_datasets(p->ds) < 2)
+        return 0;
+    cfs_prepared opened = *p;
+    b->set->n--;
+    const cfs_dataset *ds = opened.ds;
+    for (size_t k = 0; k < ds->nparts; k++) {
+        if (ds->parts[k].why_not)
+            continue;
+        cfs_prepared *q = add_item(b, source, from, ds->parts[k].name);
+        if (!q) {
+            cfs_prepared_set one = {&opened, 1};
+            cfs_prepared_set_free_items(&one);
+            return -1;
+        }
+        if (k != ds->part) {
+            open_one(q, opts);
+            continue;
+        }
+        /* the one opened, now named by its part */
+        char *part = q->part;
+        free(q->source);
+        *q = opened;
+        q->part = part;
+        set_raw_id(q);
+    }
+    return 0;
+}
+
+/* A known dataset whose distinct id is no longer the one it is served under: the id is baked
  * into its store (uns/cellucid), so it is opened again and takes the new id. */
-static void reopen_if_renamed(cfs_prepared *p, const cfs_known_source *k,
+static void reopen_if_renamed(cfs_prepared *p, const cfs_known_dataset *k,
                               const cfs_options *opts)
 {
-    if (!p->reused || !p->id || strcmp(p->id, k->id) == 0)
+    if (!k || !p->reused || !p->id || strcmp(p->id, k->id) == 0)
         return;
     char *wanted = p->id;
     bool clashed = p->id_clashed;
@@ -152,24 +227,29 @@ static void reopen_if_renamed(cfs_prepared *p, const cfs_known_source *k,
 int cfs_prepare_reusing(const cfs_source_list *sources, const cfs_options *opts,
                         const cfs_known_source *known, cfs_prepared_set *out, cfs_err *err)
 {
-    out->n = sources->n;
-    out->items = calloc(sources->n ? sources->n : 1, sizeof *out->items);
-    if (!out->items)
-        return cfs_err_oom(err);
-    for (size_t i = 0; i < sources->n; i++) {
-        if (!(out->items[i].source = strdup(sources->paths[i])))
-            return cfs_err_oom(err);
-        if (known && known[i].known) {
-            if (reuse(&out->items[i], &known[i]) < 0)
-                return cfs_err_oom(err);
-        } else {
-            open_one(&out->items[i], opts);
-        }
+    *out = (cfs_prepared_set){0};
+    builder b = {.set = out};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sources->n; i++) {
+        if (known && known[i].n)
+            for (size_t k = 0; rc == 0 && k < known[i].n; k++)
+                rc = reuse(&b, sources->paths[i], i, &known[i].datasets[k]);
+        else
+            rc = open_source_items(&b, sources->paths[i], i, opts);
     }
-    if (assign_ids(out, err) < 0)
+    if (rc == 0 && !out->items && !(out->items = calloc(1, sizeof *out->items)))
+        rc = -1;
+    if (rc < 0) {
+        free(b.known);
+        return cfs_err_oom(err);
+    }
+    if (assign_ids(out, err) < 0) {
+        free(b.known);
         return -1;
-    for (size_t i = 0; known && i < out->n; i++)
-        reopen_if_renamed(&out->items[i], &known[i], opts);
+    }
+    for (size_t i = 0; i < out->n; i++)
+        reopen_if_renamed(&out->items[i], b.known[i], opts);
+    free(b.known);
     for (size_t i = 0; i < out->n; i++)
         if (out->items[i].ds && name_one(&out->items[i], err) < 0)
             return -1;
@@ -195,6 +275,7 @@ void cfs_prepared_set_free_items(cfs_prepared_set *set)
     for (size_t i = 0; i < set->n; i++) {
         cfs_prepared *p = &set->items[i];
         free(p->source);
+        free(p->part);
         cfs_dataset_free(p->ds);     /* first: its jobs report to p->progress */
         cfs_progress_free(p->progress);
         free(p->raw_id);
@@ -206,7 +287,12 @@ void cfs_prepared_set_free_items(cfs_prepared_set *set)
 
 void cfs_prepared_report(const cfs_prepared *p, const char *shown, FILE *log)
 {
+    char named[4096];
     const char *name = shown ? shown : p->source;
+    if (p->part) {
+        snprintf(named, sizeof named, "%s (object %s)", name, p->part);
+        name = named;
+    }
     if (p->pending) {
         fprintf(log, "cellucid-fs: %s: decompressing into the cache; served when done\n",
                 name);

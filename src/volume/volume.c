@@ -206,30 +206,45 @@ static bool same_version(const struct stat *a, const struct stat *b)
            a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
-/* The live entry of a source at this version, if it is already served. */
-static ds_entry *find_live(cfs_volume *v, const char *source, const struct stat *version)
+static bool same_part(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The live entry of a source's dataset (part: NULL for a source of one, or any of the
+ * source's when any_part) at this version, if it is already served. */
+static ds_entry *find_live(cfs_volume *v, const char *source, const char *part, bool any_part,
+                           const struct stat *version)
 {
     for (size_t i = 0; i < v->nds; i++)
         if (v->ds[i]->live && strcmp(v->ds[i]->p.source, source) == 0 &&
+            (any_part || same_part(v->ds[i]->p.part, part)) &&
             same_version(&v->ds[i]->version, version))
             return v->ds[i];
     return NULL;
 }
 
-/* True when the folder's sources and their versions are exactly what is served. */
+static bool listed(const cfs_source_list *sources, const char *source)
+{
+    for (size_t i = 0; i < sources->n; i++)
+        if (strcmp(sources->paths[i], source) == 0)
+            return true;
+    return false;
+}
+
+/* True when the folder's sources and their versions are exactly what is served (a source of
+ * several datasets has several live entries). */
 static bool unchanged(cfs_volume *v, const cfs_source_list *sources)
 {
-    size_t live = 0;
     for (size_t i = 0; i < v->nds; i++) {
         if (v->ds[i]->live && v->ds[i]->p.pending)
             return false;       /* it waits to be opened */
-        live += v->ds[i]->live;
+        if (v->ds[i]->live && !listed(sources, v->ds[i]->p.source))
+            return false;
     }
-    if (live != sources->n)
-        return false;
     for (size_t i = 0; i < sources->n; i++) {
         struct stat sb;
-        if (stat(sources->paths[i], &sb) < 0 || !find_live(v, sources->paths[i], &sb))
+        if (stat(sources->paths[i], &sb) < 0 || !find_live(v, sources->paths[i], NULL, true, &sb))
             return false;
     }
     return true;
@@ -367,13 +382,13 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
     size_t old = v->nds;
     for (size_t i = 0; rc == 0 && i < set->n; i++) {
         cfs_prepared *p = &set->items[i];
-        ds_entry *same = find_live(v, p->source, &before[i]);
+        ds_entry *same = find_live(v, p->source, p->part, false, &before[p->from]);
         if (same && !same->p.pending && (!same->p.id || !p->id || strcmp(same->p.id, p->id) == 0)) {
             for (size_t k = 0; k < old; k++)
                 keep[k] |= v->ds[k] == same;
             continue;
         }
-        rc = adopt(v, p, &before[i], stale);
+        rc = adopt(v, p, &before[p->from], stale);
     }
     for (size_t k = 0; k < old; k++)
         if (v->ds[k]->live && !keep[k])
@@ -395,16 +410,41 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
     return rc;
 }
 
-/* Under the lock: the sources served already at their current version are not opened again
- * (entries live until unmount, so their strings outlast the refresh). */
-static void note_known(cfs_volume *v, const cfs_source_list *sources, const struct stat *now,
-                       cfs_known_source *known)
+/* Under the lock: the sources served already at their current version are not opened again:
+ * known[i] lists each of its datasets (entries live until unmount, so their strings outlast
+ * the refresh; the lists are the caller's to free). -1 when out of memory. */
+static int note_known(cfs_volume *v, const cfs_source_list *sources, const struct stat *now,
+                      cfs_known_source *known)
 {
     for (size_t i = 0; i < sources->n; i++) {
-        ds_entry *e = find_live(v, sources->paths[i], &now[i]);
-        if (e && !e->p.pending)
-            known[i] = (cfs_known_source){true, e->store ? e->p.raw_id : NULL, e->p.id};
+        ds_entry *e = find_live(v, sources->paths[i], NULL, true, &now[i]);
+        if (!e || e->p.pending)
+            continue;
+        cfs_known_dataset *list = NULL;
+        size_t n = 0;
+        for (size_t k = 0; k < v->nds; k++) {
+            e = v->ds[k];
+            if (!e->live || strcmp(e->p.source, sources->paths[i]) != 0 ||
+                !same_version(&e->version, &now[i]))
+                continue;
+            cfs_known_dataset *grown = realloc(list, (n + 1) * sizeof *grown);
+            if (!grown) {
+                free(list);
+                return -1;
+            }
+            list = grown;
+            list[n++] = (cfs_known_dataset){e->p.part, e->store ? e->p.raw_id : NULL, e->p.id};
+        }
+        known[i] = (cfs_known_source){n, list};
     }
+    return 0;
+}
+
+static void known_free(cfs_known_source *known, size_t n)
+{
+    for (size_t i = 0; known && i < n; i++)
+        free((void *)known[i].datasets);
+    free(known);
 }
 
 int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
@@ -431,12 +471,15 @@ int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
     if (known) {
         pthread_mutex_lock(&v->lock);
         retire_changed(v, &sources, before, &stale);
-        note_known(v, &sources, before, known);
+        if (note_known(v, &sources, before, known) < 0) {
+            known_free(known, sources.n);
+            known = NULL;
+        }
         pthread_mutex_unlock(&v->lock);
     }
     rc = known ? cfs_prepare_reusing(&sources, &v->opts, known, &set, err)
                : cfs_err_oom(err);
-    free(known);
+    known_free(known, sources.n);
     pthread_mutex_lock(&v->lock);
     if (rc == 0 && merge(v, &set, before, &stale) < 0)
         rc = cfs_err_oom(err);
@@ -945,8 +988,9 @@ static char *status_text(cfs_volume *v)
             damage_reason(&damage, damaged, sizeof damaged);
         const char *state = damage.happened ? "damaged" : p->refused ? "refused"
                             : working ? "working" : "ready";
-        json_t *e = json_pack("{s:s, s:s?, s:s?, s:s?, s:s, s:s?, s:b, s:o}", "source",
-                              shown_source(v, p->source), "id", p->refused ? NULL : p->id, "format",
+        json_t *e = json_pack("{s:s, s:s*, s:s?, s:s?, s:s?, s:s, s:s?, s:b, s:o}", "source",
+                              shown_source(v, p->source), "object", p->part,
+                              "id", p->refused ? NULL : p->id, "format",
                               p->ds ? p->ds->format : NULL, "version",
                               p->ds ? p->ds->format_version : NULL, "state", state, "reason",
                               p->refused ? p->refused : damage.happened ? damaged : NULL,
