@@ -56,6 +56,9 @@ SEURAT = {
         "(Seurat scales only the variable features by default; ScaleData(features = "
         "rownames(obj)) scales them all)"]},
     "seurat_scaled.rds": {"id": "seurat_scaled"},
+    # Seurat 3.2 and 3.0 objects (classes of package "Seurat", hand-built: see the script)
+    "seurat_v3.rds": {"id": "seurat_v3"},
+    "seurat_v30.rds": {"id": "seurat_v30"},
     # the objects of workspaces (<file>:<object>), each its own dataset <file>-<object>
     "both.rda:so": {"id": "both-so", "oracle": "both.rda.oracle/so"},
     "split.RData:so": {"id": "split-so", "oracle": "split.RData.oracle/so"},
@@ -340,12 +343,14 @@ def test_compressed_copies(name, make, cfs, tmp_path):
 
 
 def test_inspect_says_what_it_is(cfs):
-    r = run_cfs(cfs, "inspect", "--json", RDS / "seurat_v5.rds", RDS / "sce.rds")
+    r = run_cfs(cfs, "inspect", "--json", RDS / "seurat_v5.rds", RDS / "sce.rds",
+                RDS / "seurat_v3.rds", RDS / "seurat_v30.rds")
     assert r.returncode == 0, describe(r)
     docs = json.loads(r.stdout)["files"]
-    assert [d["format"] for d in docs] == ["rds", "rds"], docs
-    text = json.dumps(docs)
-    assert "SeuratObject 5.0.1, Assay5" in text and "SingleCellExperiment 1.20.0" in text, text
+    assert [d["format"] for d in docs] == ["rds"] * 4, docs
+    assert [d["version"] for d in docs] == [
+        "SeuratObject 5.0.1, Assay5", "SingleCellExperiment 1.20.0",
+        "Seurat 3.2.3, Assay", "Seurat 3.0.2, Assay"], docs
 
 
 def test_mounted_equals_r(cfs, mounts, tmp_path):
