@@ -211,43 +211,47 @@ static bool same_part(const char *a, const char *b)
     return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-/* The live entry of a source's dataset (part: NULL for a source of one, or any of the
- * source's when any_part) at this version, if it is already served. */
-static ds_entry *find_live(cfs_volume *v, const char *source, const char *part, bool any_part,
+/* The live entry of a source's dataset (part: NULL for a source of one) at this version, if it
+ * is already served. */
+static ds_entry *find_live(cfs_volume *v, const char *source, const char *part,
                            const struct stat *version)
 {
     for (size_t i = 0; i < v->nds; i++)
         if (v->ds[i]->live && strcmp(v->ds[i]->p.source, source) == 0 &&
-            (any_part || same_part(v->ds[i]->p.part, part)) &&
+            same_part(v->ds[i]->p.part, part) &&
             same_version(&v->ds[i]->version, version))
             return v->ds[i];
     return NULL;
 }
 
-static bool listed(const cfs_source_list *sources, const char *source)
+/* How many live entries the source has at this version (several: one per part). */
+static size_t live_count(cfs_volume *v, const char *source, const struct stat *version)
 {
-    for (size_t i = 0; i < sources->n; i++)
-        if (strcmp(sources->paths[i], source) == 0)
-            return true;
-    return false;
+    size_t n = 0;
+    for (size_t i = 0; i < v->nds; i++)
+        n += v->ds[i]->live && strcmp(v->ds[i]->p.source, source) == 0 &&
+             same_version(&v->ds[i]->version, version);
+    return n;
 }
 
 /* True when the folder's sources and their versions are exactly what is served (a source of
  * several datasets has several live entries). */
 static bool unchanged(cfs_volume *v, const cfs_source_list *sources)
 {
+    size_t live = 0, matched = 0;
     for (size_t i = 0; i < v->nds; i++) {
         if (v->ds[i]->live && v->ds[i]->p.pending)
             return false;       /* it waits to be opened */
-        if (v->ds[i]->live && !listed(sources, v->ds[i]->p.source))
-            return false;
+        live += v->ds[i]->live;
     }
     for (size_t i = 0; i < sources->n; i++) {
         struct stat sb;
-        if (stat(sources->paths[i], &sb) < 0 || !find_live(v, sources->paths[i], NULL, true, &sb))
+        size_t k = stat(sources->paths[i], &sb) < 0 ? 0 : live_count(v, sources->paths[i], &sb);
+        if (k == 0)
             return false;
+        matched += k;
     }
-    return true;
+    return matched == live;
 }
 
 static void remove_child(cfs_volume *v, uint64_t parent, uint64_t child)
@@ -382,7 +386,7 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
     size_t old = v->nds;
     for (size_t i = 0; rc == 0 && i < set->n; i++) {
         cfs_prepared *p = &set->items[i];
-        ds_entry *same = find_live(v, p->source, p->part, false, &before[p->from]);
+        ds_entry *same = find_live(v, p->source, p->part, &before[p->from]);
         if (same && !same->p.pending && (!same->p.id || !p->id || strcmp(same->p.id, p->id) == 0)) {
             for (size_t k = 0; k < old; k++)
                 keep[k] |= v->ds[k] == same;
@@ -417,16 +421,15 @@ static int note_known(cfs_volume *v, const cfs_source_list *sources, const struc
                       cfs_known_source *known)
 {
     for (size_t i = 0; i < sources->n; i++) {
-        ds_entry *e = find_live(v, sources->paths[i], NULL, true, &now[i]);
-        if (!e || e->p.pending)
-            continue;
         cfs_known_dataset *list = NULL;
         size_t n = 0;
+        bool pending = false;
         for (size_t k = 0; k < v->nds; k++) {
-            e = v->ds[k];
+            const ds_entry *e = v->ds[k];
             if (!e->live || strcmp(e->p.source, sources->paths[i]) != 0 ||
                 !same_version(&e->version, &now[i]))
                 continue;
+            pending |= e->p.pending;
             cfs_known_dataset *grown = realloc(list, (n + 1) * sizeof *grown);
             if (!grown) {
                 free(list);
@@ -434,6 +437,11 @@ static int note_known(cfs_volume *v, const cfs_source_list *sources, const struc
             }
             list = grown;
             list[n++] = (cfs_known_dataset){e->p.part, e->store ? e->p.raw_id : NULL, e->p.id};
+        }
+        if (pending) {          /* it waits to be opened: it is not known yet */
+            free(list);
+            list = NULL;
+            n = 0;
         }
         known[i] = (cfs_known_source){n, list};
     }
