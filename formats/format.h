@@ -51,6 +51,10 @@ typedef struct cfs_format {
     /* Builds the model. On refusal returns -1 with a one-line reason in err (what is wrong and
      * what to do; the caller prefixes the file name). The registry sets ds->format. */
     int (*open)(const char *path, cfs_dataset **out, cfs_err *err);
+    /* Optional, for inputs that hold several datasets (an R workspace of several objects):
+     * open reports them all in ds->parts and opens one of them; this opens the part named
+     * part. The catalog opens each other part so (cfs_format_open_part). */
+    int (*open_part)(const char *path, const char *part, cfs_dataset **out, cfs_err *err);
     /* Optional, asked in table order when no format bids: 0 if the input is not of its family;
      * -1 with the reason in err if it is and cannot be read; 1 if it opens after all (the probe
      * was too strict), which makes this format the one detected. */
@@ -73,6 +77,8 @@ void cfs_format_preload(void);
 const cfs_format *cfs_format_detect(const char *path, cfs_err *err);
 /* Detects and opens; sets ds->format. On failure err holds the reason (without the file name). */
 int cfs_format_open(const char *path, cfs_dataset **out, cfs_err *err);
+/* The same for one part of an input of several (part NULL: cfs_format_open). */
+int cfs_format_open_part(const char *path, const char *part, cfs_dataset **out, cfs_err *err);
 
 /* True if the name ends with an extension of some format, optionally followed by ".gz",
  * ".bz2" or ".xz" (worth probing in a folder scan). */

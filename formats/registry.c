@@ -247,6 +247,23 @@ const cfs_format *cfs_format_detect(const char *path, cfs_err *err)
 
 int cfs_format_open(const char *path, cfs_dataset **out, cfs_err *err)
 {
+    return cfs_format_open_part(path, NULL, out, err);
+}
+
+/* The winner's open, of the whole input or of one of its parts. */
+static int open_with(const cfs_format *f, const char *path, const char *part, cfs_dataset **out,
+                     cfs_err *err)
+{
+    if (!part)
+        return f->open(path, out, err);
+    if (!f->open_part)
+        return cfs_err_setc(err, CFS_ENOTFOUND, "a %s input holds one dataset, not parts (asked "
+                            "for '%s')", f->name, part);
+    return f->open_part(path, part, out, err);
+}
+
+int cfs_format_open_part(const char *path, const char *part, cfs_dataset **out, cfs_err *err)
+{
     *out = NULL;
     cfs_probe_input *in;
     if (cfs_probe_input_open(path, &in, err) < 0)
@@ -254,7 +271,7 @@ int cfs_format_open(const char *path, cfs_dataset **out, cfs_err *err)
     const cfs_format *f = detect(in, err);
     /* The input stays open through the winner's open: what the probes opened (an HDF5 file with
      * its metadata cache warm) serves that open too. */
-    int rc = f ? f->open(path, out, err) : -1;
+    int rc = f ? open_with(f, path, part, out, err) : -1;
     cfs_probe_input_close(in);
     if (rc == 0 && !((*out)->format = strdup(f->name))) {
         cfs_dataset_free(*out);

@@ -30,6 +30,7 @@ import scipy.io
 import scipy.sparse as sp
 
 import test_mudata
+from test_compressed import wait_for
 from conftest import (
     FIXTURES_DIR,
     assert_adata_equal,
@@ -57,10 +58,25 @@ SEURAT = {
         "(Seurat scales only the variable features by default; ScaleData(features = "
         "rownames(obj)) scales them all)"]},
     "seurat_scaled.rds": {"id": "seurat_scaled"},
+    # Seurat 3.2 and 3.0 objects (classes of package "Seurat", hand-built: see the script)
+    "seurat_v3.rds": {"id": "seurat_v3"},
+    "seurat_v30.rds": {"id": "seurat_v30"},
+    # the objects of workspaces (<file>:<object>), each its own dataset <file>-<object>
+    "both.rda:so": {"id": "both-so", "oracle": "both.rda.oracle/so"},
+    "split.RData:so": {"id": "split-so", "oracle": "split.RData.oracle/so"},
+    "mixed.RData:adt": {"id": "mixed-adt", "oracle": "mixed.RData.oracle/adt",
+                        "modalities": ["RNA", "ADT"], "left_out": [
+        "(object adt): left out mod/RNA/layers/scale.data: it is 3 x 10 where"]},
 }
 SCE = {
     "sce.rds": {"id": "sce", "oracle": "sce.rds.oracle"},
-    "both.rda": {"id": "both", "oracle": "sce.rds.oracle", "left_out": ["object so: a second"]},
+    "both.rda:sce": {"id": "both-sce", "oracle": "both.rda.oracle/sce"},
+    # an object name that is no path component: its id is made of safe characters, its name
+    # (uns/cellucid/name) is the file's and the object's
+    "mixed.RData:sce/alt": {"id": "mixed-sce_alt", "name": "mixed-sce/alt",
+                            "oracle": "mixed.RData.oracle/sce_alt",
+                            "counts_only": True, "modalities": ["main", "ADT"],
+                            "left_out": ["(object sce/alt): left out uns/metadata/fn"]},
     "sce_t.rds": {"id": "sce_t", "counts_only": True, "int_layer": True},
     # every Matrix package class an assay may be; Date, POSIXct, difftime, integer64 columns
     "sce_types.rds": {"id": "sce_types", "matrix_classes": True},
@@ -69,6 +85,11 @@ SCE = {
                     "left_out": ["uns/metadata/fn: not a plain value"]},
 }
 ALL = {**SEURAT, **SCE}
+FILES = sorted(f for f in ALL if ":" not in f)
+# a workspace -> its objects that are datasets, in the file's order
+WORKSPACES = {"both.rda": ["both.rda:sce", "both.rda:so"],
+              "mixed.RData": ["mixed.RData:adt", "mixed.RData:sce/alt"],
+              "split.RData": ["split.RData:so"]}
 
 
 def _mm(path):
@@ -209,10 +230,11 @@ def _plain_values(path):
 
 def check_store(path, file, ds_id=None):
     ds_id = ds_id or ALL[file]["id"]
+    name = ALL[file].get("name", ds_id)
     if ALL[file].get("modalities"):
-        return check_modal_store(path, file, ds_id)
+        return check_modal_store(path, file, ds_id, name)
     store = ad.read_zarr(str(path))
-    assert_adata_equal(store, oracle(file), dataset_id=ds_id, dataset_name=ds_id)
+    assert_adata_equal(store, oracle(file), dataset_id=ds_id, dataset_name=name)
 
 
 def _other_modality(d, name, cells):
@@ -236,7 +258,7 @@ def _other_modality(d, name, cells):
     return ad.AnnData(X=x, obs=cells, var=_frame(md, "var"), layers=assays, dtype=x.dtype)
 
 
-def check_modal_store(path, file, ds_id):
+def check_modal_store(path, file, ds_id, name):
     """An R object of several modalities (a Seurat object's assays, an SCE's main and
     alternative experiments) as a MuData store: the object's obs, obsm, obsp and uns global,
     each modality with its X, layers and var, the global var every modality's features in
@@ -251,7 +273,7 @@ def check_modal_store(path, file, ds_id):
     glob = ad.AnnData(obs=st.obs, obsm=dict(st.obsm), obsp=dict(st.obsp), uns=dict(st.uns))
     want = ad.AnnData(obs=whole.obs, obsm=dict(whole.obsm), obsp=dict(whole.obsp),
                       uns=dict(whole.uns))
-    assert_adata_equal(glob, want, dataset_id=ds_id, dataset_name=ds_id)
+    assert_adata_equal(glob, want, dataset_id=ds_id, dataset_name=name)
     cells = pd.DataFrame(index=whole.obs_names)
     mods = {e["modalities"][0]: ad.AnnData(X=whole.X, obs=cells, var=whole.var,
                                            layers=dict(whole.layers), dtype=np.float64)}
@@ -280,7 +302,7 @@ def export(cfs, src, out):
     return r
 
 
-@pytest.mark.parametrize("file", sorted(ALL))
+@pytest.mark.parametrize("file", FILES)
 def test_export_equals_r(file, cfs, tmp_path):
     e = ALL[file]
     src = tmp_path / "src"
@@ -524,12 +546,14 @@ def test_mount_opens_r_sources_in_background(cfs, mounts, big_seurat, tmp_path):
 
 
 def test_inspect_says_what_it_is(cfs):
-    r = run_cfs(cfs, "inspect", "--json", RDS / "seurat_v5.rds", RDS / "sce.rds")
+    r = run_cfs(cfs, "inspect", "--json", RDS / "seurat_v5.rds", RDS / "sce.rds",
+                RDS / "seurat_v3.rds", RDS / "seurat_v30.rds")
     assert r.returncode == 0, describe(r)
     docs = json.loads(r.stdout)["files"]
-    assert [d["format"] for d in docs] == ["rds", "rds"], docs
-    text = json.dumps(docs)
-    assert "SeuratObject 5.0.1, Assay5" in text and "SingleCellExperiment 1.20.0" in text, text
+    assert [d["format"] for d in docs] == ["rds"] * 4, docs
+    assert [d["version"] for d in docs] == [
+        "SeuratObject 5.0.1, Assay5", "SingleCellExperiment 1.20.0",
+        "Seurat 3.2.3, Assay", "Seurat 3.0.2, Assay"], docs
 
 
 def test_mounted_equals_r(cfs, mounts, tmp_path):
@@ -618,3 +642,118 @@ def test_spilled_vectors_give_the_same_store(file, cfs, tmp_path, monkeypatch):
     export(cfs, src / file, tmp_path / "spilled")
     assert tree_bytes(tmp_path / "spilled") == tree_bytes(tmp_path / "memory")
     check_store(tmp_path / "spilled" / f"{ALL[file]['id']}.zarr", file)
+
+
+# ---------------------------------------------------------------------------------------------
+# workspaces of several objects: each Seurat or SCE object is a dataset <file>-<object>
+
+
+@pytest.mark.parametrize("workspace", sorted(WORKSPACES))
+def test_workspace_objects_export_equal_r(workspace, cfs, tmp_path):
+    """Each single-cell object of a workspace is exported as a store of its own, named
+    <file>-<object>, equal to R's load() of it; an object that is none (mixed.RData's
+    data.frame) is no store and no refusal; one that cannot be read (split.RData's split Assay5)
+    is refused naming the object, and does not hide the other."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(RDS / workspace, src / workspace)
+    out = tmp_path / "out"
+    r = run_cfs(cfs, "export", src / workspace, out)
+    keys = WORKSPACES[workspace]
+    ids = [ALL[k]["id"] for k in keys]
+    for k in keys:
+        check_store(out / f"{ALL[k]['id']}.zarr", k)
+    assert_catalog(out, ids)
+    assert sorted(p.name for p in out.iterdir()) == sorted([f"{i}.zarr" for i in ids] +
+                                                           ["datasets.json"])
+    lines = left_out_lines(r.stderr)
+    want = [w for k in keys for w in ALL[k].get("left_out", [])]
+    assert len(lines) == len(want), describe(r)
+    for w in want:
+        assert any(w in line for line in lines), describe(r)
+    refused = refused_lines(r.stderr)
+    if workspace == "split.RData":
+        assert r.returncode == 2, describe(r)
+        assert refused == [f"cellucid-fs: {src / workspace} (object so_split): refused: the "
+                           "default assay 'RNA' of this Seurat object holds split layers "
+                           "(counts.1): one matrix per sample is not read yet; run obj <- "
+                           "JoinLayers(obj) in R and save it again"], describe(r)
+    else:
+        assert r.returncode == 0 and not refused, describe(r)
+
+
+def test_one_object_workspace_keeps_the_plain_name(cfs, tmp_path):
+    """A workspace of one Seurat object is <file>.zarr, as an .rds of it would be."""
+    out = tmp_path / "out"
+    export(cfs, RDS / "seurat.RData", out)
+    assert_catalog(out, ["seurat"])
+
+
+def test_workspace_objects_mounted(cfs, mounts, tmp_path):
+    """Mounted: a store and a catalog entry per object, each equal to R's reading; status.json
+    names each one's source and object. A new source beside them leaves them as they were
+    (same inodes: not opened again); a workspace rewritten with other objects serves those."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in ["both.rda", "mixed.RData", "split.RData", "seurat.rds"]:
+        shutil.copy(RDS / f, src / f)
+    m = mounts(src)
+    keys = [k for w in ["both.rda", "mixed.RData", "split.RData"] for k in WORKSPACES[w]]
+    for k in keys:
+        check_store(m.mnt / f"{ALL[k]['id']}.zarr", k)
+    ids = sorted([ALL[k]["id"] for k in keys] + ["seurat"])
+    assert [d["id"] for d in m.catalog()["datasets"]] == ids
+    status = {(e["source"], e.get("object")): e for e in m.status()["sources"]}
+    assert {k: e["id"] for k, e in status.items()} == {
+        ("both.rda", "sce"): "both-sce", ("both.rda", "so"): "both-so",
+        ("mixed.RData", "adt"): "mixed-adt", ("mixed.RData", "sce/alt"): "mixed-sce_alt",
+        ("split.RData", "so_split"): None, ("split.RData", "so"): "split-so",
+        ("seurat.rds", None): "seurat"}, status
+    assert "object" not in status[("seurat.rds", None)]
+    assert status[("split.RData", "so_split")]["state"] == "refused"
+    assert "JoinLayers" in status[("split.RData", "so_split")]["reason"]
+    assert all(e["state"] == "ready" for k, e in status.items() if k[1] != "so_split"), status
+
+    ino = (m.mnt / "both-so.zarr").stat().st_ino
+    shutil.copy(RDS / "sce.rds", src / "sce.rds")
+    wait_for(lambda: "sce" in [d["id"] for d in m.catalog()["datasets"]], "sce.rds served")
+    assert (m.mnt / "both-so.zarr").stat().st_ino == ino
+    check_store(m.mnt / "both-so.zarr", "both.rda:so")
+
+    shutil.copy(RDS / "both.rda", src / ".mixed.tmp")
+    os.replace(src / ".mixed.tmp", src / "mixed.RData")
+    wait_for(lambda: {"mixed-sce", "mixed-so"} <= {d["id"] for d in m.catalog()["datasets"]},
+             "the rewritten workspace's objects served")
+    cat = [d["id"] for d in m.catalog()["datasets"]]
+    assert "mixed-adt" not in cat and "mixed-sce_alt" not in cat, cat
+    assert not (m.mnt / "mixed-adt.zarr").exists()
+    check_store(m.mnt / "mixed-so.zarr", "both.rda:so", "mixed-so")
+    check_store(m.mnt / "mixed-sce.zarr", "both.rda:sce", "mixed-sce")
+
+
+def test_inspect_lists_each_object(cfs):
+    """inspect names every object of a workspace, its class and what it becomes: a dataset
+    (its id and its whole description) or none (why not)."""
+    r = run_cfs(cfs, "inspect", "--json", RDS / "mixed.RData")
+    assert r.returncode == 0, describe(r)
+    objs = json.loads(r.stdout)["files"][0]["objects"]
+    assert [(o["name"], o["class"], o.get("id")) for o in objs] == [
+        ("adt", "Seurat", "mixed-adt"), ("meta", "data.frame", None),
+        ("sce/alt", "SingleCellExperiment", "mixed-sce_alt")], objs
+    assert objs[1]["not_a_dataset"] == "not a Seurat or SingleCellExperiment object"
+    assert "dataset" not in objs[1]
+    adt, sce = objs[0]["dataset"], objs[2]["dataset"]
+    assert adt["version"] == "SeuratObject 4.1.3, Assay"
+    assert [m["name"] for m in adt["modalities"]] == ["RNA", "ADT"]
+    assert sce["version"] == "SingleCellExperiment 1.20.0" and sce["n_obs"] == 10
+    assert [m["name"] for m in sce["modalities"]] == ["main", "ADT"]
+    text = run_cfs(cfs, "inspect", RDS / "mixed.RData", RDS / "split.RData")
+    assert text.returncode == 2, describe(text)     # split.RData's so_split is refused
+    lines = text.stdout.splitlines()
+    for want in ["  object adt (Seurat) -> mixed-adt.zarr",
+                 "  object meta (data.frame): not a dataset: not a Seurat or "
+                 "SingleCellExperiment object",
+                 "  object sce/alt (SingleCellExperiment) -> mixed-sce_alt.zarr",
+                 "  object so_split (Seurat)", "  object so (Seurat) -> split-so.zarr"]:
+        assert want in lines, text.stdout
+    assert any(l.startswith("    refused: the default assay 'RNA'") for l in lines), text.stdout

@@ -5,13 +5,13 @@
  *
  * Detection is by content: R's serialization header ("X\n", "A\n" or "B\n" and version 2 or
  * 3) or a workspace magic ("RDX3\n", "RDA2\n", ...) in the first bytes, or in the first bytes
- * inside a gzip, bzip2 or xz file. A workspace's first Seurat/SCE object is the dataset; the
- * others are left out by name (one input per object, `<file>-<object>`, is a later step of the
- * registry). The whole stream is read at open, small vectors into the tree and large ones into
- * the vector store (formats/r/rvectors.h: left in place in a plain file, such as the
- * decompressed copy the front ends make of a compressed one; kept in memory otherwise); the
- * tree and the store stay with the dataset (its reader), whose matrix and column arrays read
- * them where they are.
+ * inside a gzip, bzip2 or xz file. A workspace (.rda, .RData) is an input of several parts,
+ * its objects: each Seurat/SCE object is a dataset of its own, opened by name (open_part; open
+ * takes the first that can be read), the others are listed as parts that are none. The whole
+ * stream is read at open, small vectors into the tree and large ones into the vector store
+ * (formats/r/rvectors.h: left in place in a plain file, such as the decompressed copy the front
+ * ends make of a compressed one; kept in memory otherwise); the tree and the store stay with the
+ * dataset (its reader), whose matrix and column arrays read them where they are.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -143,75 +143,141 @@ static int read_r_file(const char *path, r_file **f, r_vecstore **vecs, cfs_err 
     return 0;
 }
 
-static int rds_open(const char *path, cfs_dataset **out, cfs_err *err)
+/* Maps obj (a Seurat or SCE object) onto a new dataset of path. */
+static int build_object(const char *path, const rconv *parts, const r_obj *obj,
+                        cfs_dataset **out, cfs_err *err)
+{
+    cfs_dataset *ds = cfs_dataset_new(path);
+    if (!ds || !(ds->root = cfs_elem_new(CFS_EL_ANNDATA, NULL))) {
+        cfs_dataset_free(ds);
+        return cfs_err_oom(err);
+    }
+    rconv c = *parts;
+    c.ds = ds;
+    int rc = strcmp(kind_of(obj), "seurat") == 0 ? r_seurat_build(&c, obj, err)
+                                                : r_sce_build(&c, obj, err);
+    if (rc < 0) {
+        cfs_dataset_free(ds);
+        return -1;
+    }
+    *out = ds;
+    return 0;
+}
+
+/* The object of a workspace item, and its name. */
+static const r_obj *workspace_item(const r_file *f, uint64_t i, const char **name)
+{
+    const r_obj *cell = r_pairlist_at(f->root, i, name);
+    return cell && *name ? cell->u.cons.car : NULL;
+}
+
+#define NOT_SC_PART "not a Seurat or SingleCellExperiment object"
+
+/* Lists a workspace's objects as the dataset's parts, ds being the one at index `at`. */
+static int add_parts(const r_file *f, cfs_dataset *ds, uint64_t at, cfs_err *err)
+{
+    uint64_t n = r_length(f->root);
+    for (uint64_t i = 0; i < n; i++) {
+        const char *name;
+        const r_obj *v = workspace_item(f, i, &name);
+        if (!v)
+            continue;
+        if (i == at)
+            ds->part = ds->nparts;
+        if (cfs_dataset_add_part(ds, name, what_of(v), kind_of(v) ? NULL : NOT_SC_PART) < 0)
+            return cfs_err_oom(err);
+    }
+    return 0;
+}
+
+/* "a (data.frame), b (dgCMatrix)": a workspace's objects, for messages. */
+static void workspace_names(const r_file *f, char *buf, size_t len)
+{
+    uint64_t n = r_length(f->root);
+    size_t at = 0;
+    buf[0] = '\0';
+    for (uint64_t i = 0; i < n && at < len; i++) {
+        const char *tag;
+        const r_obj *cell = r_pairlist_at(f->root, i, &tag);
+        const r_obj *v = cell ? cell->u.cons.car : NULL;
+        at += (size_t)snprintf(buf + at, len - at, "%s%s (%s)", i ? ", " : "", tag ? tag : "?",
+                               v ? what_of(v) : "?");
+    }
+}
+
+/* A workspace's dataset: the single-cell object named part, or (part NULL) the first one that
+ * can be read, the others being the input's other parts (docs/design.md §10). */
+static int open_workspace(const char *path, const char *part, const r_file *f,
+                          const rconv *parts, cfs_dataset **out, cfs_err *err)
+{
+    uint64_t n = r_length(f->root), found = n;
+    size_t tried = 0;
+    cfs_err first = {0};
+    for (uint64_t i = 0; i < n && !*out; i++) {
+        const char *name;
+        const r_obj *v = workspace_item(f, i, &name);
+        if (!v || (part && strcmp(name, part) != 0))
+            continue;
+        found = i;
+        if (!kind_of(v)) {
+            if (part)
+                return cfs_err_setc(err, CFS_EREFUSED, "object '%s' of this workspace is an R "
+                                    "%s object, " NOT_SC_PART "; " NOT_SC, name, what_of(v));
+            continue;
+        }
+        cfs_err why = {0};
+        if (build_object(path, parts, v, out, &why) == 0)
+            break;
+        bool last = why.status == CFS_ENOMEM || part;
+        if (tried++ == 0 || last) {
+            first = why;
+            if (!part)      /* (the caller names a part it asked for) */
+                cfs_err_prefix(&first, "object '%s'", name);
+        }
+        if (last)
+            break;
+    }
+    if (*out)
+        return add_parts(f, *out, found, err);
+    if (part && found == n)
+        return cfs_err_setc(err, CFS_ENOTFOUND, "this workspace holds no object '%s'", part);
+    if (tried) {
+        *err = first;
+        if (tried > 1)
+            cfs_err_prefix(err, "none of its %zu single-cell objects can be read", tried);
+        return -1;
+    }
+    char names[512];
+    workspace_names(f, names, sizeof names);
+    return cfs_err_setc(err, CFS_EREFUSED, "an R workspace holding %s, none of them a Seurat or "
+                        "SingleCellExperiment object; " NOT_SC, n ? names : "no objects");
+}
+
+static int rds_open_part(const char *path, const char *part, cfs_dataset **out, cfs_err *err)
 {
     *out = NULL;
     r_vecstore *vecs = NULL;
     r_file *f = NULL;
     if (read_r_file(path, &f, &vecs, err) < 0)
         return -1;
-    const r_obj *obj = NULL;
-    const char *objname = NULL;
-    int rc = 0;
-    if (f->hdr.workspace) {
-        uint64_t n = r_length(f->root);
-        char names[512] = "";
-        size_t at = 0;
-        for (uint64_t i = 0; i < n; i++) {
-            const char *tag;
-            const r_obj *cell = r_pairlist_at(f->root, i, &tag);
-            const r_obj *v = cell ? cell->u.cons.car : NULL;
-            if (v && kind_of(v) && !obj) {
-                obj = v;
-                objname = tag;
-            }
-            if (at < sizeof names)
-                at += (size_t)snprintf(names + at, sizeof names - at, "%s%s (%s)",
-                                       i ? ", " : "", tag, v ? what_of(v) : "?");
-        }
-        if (!obj)
-            rc = cfs_err_setc(err, CFS_EREFUSED, "an R workspace holding %s, none of them a "
-                              "Seurat or SingleCellExperiment object; " NOT_SC,
-                              n ? names : "no objects");
-    } else {
-        obj = f->root;
-        if (!kind_of(obj))
-            rc = cfs_err_setc(err, CFS_EREFUSED, "an R %s object, not a Seurat or "
-                              "SingleCellExperiment; " NOT_SC, what_of(obj));
-    }
-    cfs_dataset *ds = NULL;
-    if (rc == 0 && (!(ds = cfs_dataset_new(path)) || !(ds->root = cfs_elem_new(CFS_EL_ANNDATA,
-                                                                               NULL))))
-        rc = cfs_err_oom(err);
-    if (rc == 0) {
-        rconv c = {.file = f, .vecs = vecs, .ds = ds};
-        rc = strcmp(kind_of(obj), "seurat") == 0 ? r_seurat_build(&c, obj, err)
-                                                : r_sce_build(&c, obj, err);
-        if (rc < 0 && objname)
-            cfs_err_prefix(err, "object '%s'", objname);
-    }
-    if (rc == 0 && f->hdr.workspace) {
-        uint64_t n = r_length(f->root);
-        for (uint64_t i = 0; rc == 0 && i < n; i++) {
-            const char *tag;
-            const r_obj *cell = r_pairlist_at(f->root, i, &tag);
-            const r_obj *v = cell ? cell->u.cons.car : NULL;
-            if (!v || v == obj || !kind_of(v))
-                continue;
-            char *what = cfs_strdupf("object %s", tag);
-            if (!what || cfs_dataset_leave_out(ds, what, "a second single-cell object (class %s) "
-                                               "of this workspace: the store shows '%s'; one "
-                                               "input per object is a later step (save it with "
-                                               "saveRDS to open it)", what_of(v), objname) < 0)
-                rc = cfs_err_oom(err);
-            free(what);
-        }
-    }
+    rconv parts = {.file = f, .vecs = vecs};
+    int rc;
+    if (f->hdr.workspace)
+        rc = open_workspace(path, part, f, &parts, out, err);
+    else if (part)
+        rc = cfs_err_setc(err, CFS_ENOTFOUND, "an .rds file holds one object, not a workspace's "
+                          "objects (asked for '%s')", part);
+    else if (!kind_of(f->root))
+        rc = cfs_err_setc(err, CFS_EREFUSED, "an R %s object, not a Seurat or "
+                          "SingleCellExperiment; " NOT_SC, what_of(f->root));
+    else
+        rc = build_object(path, &parts, f->root, out, err);
     rds_reader *rd = rc == 0 ? malloc(sizeof *rd) : NULL;
     if (rc == 0 && !rd)
         rc = cfs_err_oom(err);
     if (rc < 0) {
-        cfs_dataset_free(ds);
+        cfs_dataset_free(*out);
+        *out = NULL;
         r_file_free(f);
         r_vecstore_free(vecs);
         return -1;
@@ -219,10 +285,14 @@ static int rds_open(const char *path, cfs_dataset **out, cfs_err *err)
     /* the model's large arrays are views of the tree's and the store's vectors */
     rd->file = f;
     rd->vecs = vecs;
-    ds->reader = rd;
-    ds->reader_free = rds_reader_free;
-    *out = ds;
+    (*out)->reader = rd;
+    (*out)->reader_free = rds_reader_free;
     return 0;
+}
+
+static int rds_open(const char *path, cfs_dataset **out, cfs_err *err)
+{
+    return rds_open_part(path, NULL, out, err);
 }
 
 static const char *const rds_extensions[] = {".RData", ".rds", ".rda", NULL};
@@ -234,4 +304,5 @@ const cfs_format cfs_format_rds = {
     .probe = rds_probe,
     .reads_whole = true,
     .open = rds_open,
+    .open_part = rds_open_part,
 };

@@ -321,8 +321,10 @@ static int set_version(const rconv *c, const r_obj *so, bool v5, cfs_err *err)
     const r_obj *ver = r_slot(so, "version");
     const r_obj *vv = ver && ver->type == R_VEC ? r_vec_at(ver, 0) : NULL;
     const int32_t *vi = vv && vv->type == R_INT && vv->length >= 3 ? r_ints(vv) : NULL;
-    c->ds->format_version = vi ? cfs_strdupf("SeuratObject %d.%d.%d, %s", vi[0], vi[1], vi[2],
-                                             v5 ? "Assay5" : "Assay")
+    /* Seurat < 4 defined its classes itself: SeuratObject split from it with 4.0 */
+    c->ds->format_version = vi ? cfs_strdupf("%s %d.%d.%d, %s", vi[0] < 4 ? "Seurat"
+                                                                          : "SeuratObject",
+                                             vi[0], vi[1], vi[2], v5 ? "Assay5" : "Assay")
                                : cfs_strdupf("SeuratObject, %s", v5 ? "Assay5" : "Assay");
     return c->ds->format_version ? 0 : cfs_err_oom(err);
 }

@@ -49,6 +49,22 @@ char *cfs_source_stem(const char *path)
     return name;
 }
 
+char *cfs_source_part_stem(const char *path, const char *part)
+{
+    char *stem = cfs_source_stem(path);
+    if (!stem || !part)
+        return stem;
+    size_t n = strlen(stem), k = strlen(part);
+    char *s = realloc(stem, n + k + 2);
+    if (!s) {
+        free(stem);
+        return NULL;
+    }
+    s[n] = '-';
+    memcpy(s + n + 1, part, k + 1);
+    return s;
+}
+
 char *cfs_id_from_name(const char *name)
 {
     size_t n = strlen(name);
@@ -179,4 +195,15 @@ int cfs_identity_apply(cfs_dataset *ds, const char *id, const char *name, cfs_er
         put_string(meta, "name", name) < 0)
         return cfs_err_oom(err);
     return 0;
+}
+
+char *cfs_identity_wanted_id(const cfs_dataset *ds, const char *source, const char *part)
+{
+    char *id = cfs_identity_source_id(ds);
+    if (id)
+        return id;
+    char *stem = cfs_source_part_stem(source, part);
+    id = stem ? cfs_id_from_name(stem) : NULL;
+    free(stem);
+    return id;
 }

@@ -13,10 +13,16 @@
 bool cfs_id_valid(const char *id);
 /* The file or folder name without directory and format extension (caller frees). */
 char *cfs_source_stem(const char *path);
+/* What a dataset of path is called before its own name: the stem, and for one part of an input
+ * of several (an R workspace's object) "<stem>-<part>" (caller frees). */
+char *cfs_source_part_stem(const char *path, const char *part);
 /* An id derived from a name: each other code point becomes '_', cut to the rules (caller frees). */
 char *cfs_id_from_name(const char *name);
 /* The source's own valid uns['cellucid']['id'], or NULL (caller frees). */
 char *cfs_identity_source_id(const cfs_dataset *ds);
+/* The id ds (of source, and its part or NULL) asks for before ids are made distinct: its own,
+ * else one from its name (cfs_source_part_stem); NULL when out of memory (caller frees). */
+char *cfs_identity_wanted_id(const cfs_dataset *ds, const char *source, const char *part);
 /* uns['cellucid']['name'], else uns['title'] (each only if it is text by Cellucid's rule), else
  * the text of stem (cfs_cellucid_text_from), else id (caller frees; NULL when out of memory). */
 char *cfs_identity_name(const cfs_dataset *ds, const char *stem, const char *id);

@@ -38,7 +38,7 @@ static int open_copy(cfs_prepared *p, const cfs_options *opts, const char *codec
     char *copy = NULL;
     if (opts->unpack.copy(opts->unpack.ctx, p->source, codec, p->progress, &copy, err) < 0)
         return -1;
-    int rc = cfs_isolated_open(copy, iso, &p->ds, &p->damage, err);
+    int rc = cfs_isolated_open_part(copy, p->part, iso, &p->ds, &p->damage, err);
     free(copy);
     if (rc == 0) {
         char *source = strdup(p->source);
@@ -67,7 +67,7 @@ static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
     }
     /* Most sources open as they are: only a refused one is probed again for a compressed copy,
      * so the usual open reads the file's head once. */
-    if (cfs_isolated_open(p->source, &iso, &p->ds, &p->damage, err) == 0)
+    if (cfs_isolated_open_part(p->source, p->part, &iso, &p->ds, &p->damage, err) == 0)
         return 0;
     if (p->damage.happened)
         return -1;
@@ -76,10 +76,20 @@ static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
     return open_copy(p, opts, codec, &iso, err);
 }
 
+/* The id an opened dataset asks for: the source's own, else from its file's name (and part). */
+static void set_raw_id(cfs_prepared *p)
+{
+    free(p->id);
+    free(p->raw_id);
+    p->id = cfs_identity_wanted_id(p->ds, p->source, p->part);
+    p->raw_id = p->id ? strdup(p->id) : NULL;
+}
+
 static void open_one(cfs_prepared *p, const cfs_options *opts)
 {
     cfs_err err = {0};
     cfs_layout_opts layout = opts->layout;
+    /* A part's progress is named by its source: status.json names the part beside it. */
     const char *shown = opts->shown_root ? cfs_path_shown(opts->shown_root, p->source)
                                          : p->source;
     layout.progress = p->progress = cfs_progress_new(shown, opts->layout.log);
@@ -95,15 +105,7 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
         cfs_prepared_refuse(p, err.msg);
         return;
     }
-    char *own = cfs_identity_source_id(p->ds);
-    if (own) {
-        p->id = own;
-    } else {
-        char *stem = cfs_source_stem(p->source);
-        p->id = stem ? cfs_id_from_name(stem) : NULL;
-        free(stem);
-    }
-    p->raw_id = p->id ? strdup(p->id) : NULL;
+    set_raw_id(p);
 }
 
 /* The store is made once to know it can be (a source whose store cannot be made is refused
@@ -123,7 +125,7 @@ static void check_store(cfs_prepared *p, const cfs_options *opts)
 
 static int name_one(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
 {
-    char *stem = cfs_source_stem(p->source);
+    char *stem = cfs_source_part_stem(p->source, p->part);
     p->name = stem ? cfs_identity_name(p->ds, stem, p->id) : NULL;
     free(stem);
     if (!p->name || cfs_identity_apply(p->ds, p->id, p->name, err) < 0)
@@ -162,22 +164,133 @@ static int assign_ids(cfs_prepared_set *set, cfs_err *err)
     return rc < 0 ? cfs_err_oom(err) : 0;
 }
 
-/* A known source takes part in the ids with the id it was given before they were made
- * distinct, as if it had been opened. */
-static int reuse(cfs_prepared *p, const cfs_known_source *k)
+/* The set being made, and what the caller serves of each item (NULL: it was opened). */
+typedef struct builder {
+    cfs_prepared_set *set;
+    size_t cap;
+    const cfs_known_dataset **known;
+} builder;
+
+static int grow(builder *b)
 {
+    if (b->set->n < b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap * 2 : 16;
+    cfs_prepared *items = realloc(b->set->items, cap * sizeof *items);
+    if (items)
+        b->set->items = items;
+    const cfs_known_dataset **known = items ? realloc(b->known, cap * sizeof *known) : NULL;
+    if (!known)
+        return -1;
+    b->known = known;
+    b->cap = cap;
+    return 0;
+}
+
+static cfs_prepared *add_item(builder *b, const char *source, size_t from, const char *part)
+{
+    if (grow(b) < 0)
+        return NULL;
+    cfs_prepared *p = &b->set->items[b->set->n];
+    *p = (cfs_prepared){.source = strdup(source), .part = part ? strdup(part) : NULL,
+                        .from = from};
+    if (!p->source || (part && !p->part)) {
+        free(p->source);
+        free(p->part);
+        return NULL;
+    }
+    b->known[b->set->n++] = NULL;
+    return p;
+}
+
+/* Moves an item of another set to the end of this one. */
+static int move_item(builder *b, const cfs_prepared *p, const cfs_known_dataset *known)
+{
+    if (grow(b) < 0)
+        return -1;
+    b->set->items[b->set->n] = *p;
+    b->known[b->set->n++] = known;
+    return 0;
+}
+
+/* A known dataset takes part in the ids with the id it was given before they were made
+ * distinct, as if it had been opened. */
+static int reuse(builder *b, const char *source, size_t from, const cfs_known_dataset *k)
+{
+    cfs_prepared *p = add_item(b, source, from, k->part);
+    if (!p)
+        return -1;
+    b->known[b->set->n - 1] = k;
     p->reused = true;
     if (k->raw_id && !(p->id = strdup(k->raw_id)))
         return -1;
     return 0;
 }
 
-/* A known source whose distinct id is no longer the one it is served under: the id is baked
+/* The item opened, in place of the one with this part of its source: it keeps its dataset
+ * and is named by its part. */
+static void take_opened(cfs_prepared *q, const cfs_prepared *opened)
+{
+    char *part = q->part;
+    free(q->source);
+    *q = *opened;
+    q->part = part;
+    set_raw_id(q);
+}
+
+/* Each item opened that holds several datasets (its reader lists them as parts) becomes an
+ * item per part, in the input's order, in its place: the one opened keeps its dataset, the
+ * others wait for the next opening pass. How many items wait so; -1 when out of memory. */
+static ptrdiff_t expand_parts(builder *b)
+{
+    cfs_prepared_set old = *b->set;
+    const cfs_known_dataset **old_known = b->known;
+    *b->set = (cfs_prepared_set){0};
+    b->known = NULL;
+    b->cap = 0;
+    ptrdiff_t waiting = 0;
+    size_t i = 0;
+    for (; waiting >= 0 && i < old.n; i++) {
+        cfs_prepared *p = &old.items[i];
+        if (!p->ds || cfs_dataset_part_datasets(p->ds) < 2) {
+            if (move_item(b, p, old_known[i]) < 0)
+                break;
+            continue;
+        }
+        const cfs_dataset *ds = p->ds;
+        bool moved = false;
+        for (size_t k = 0; k < ds->nparts && waiting >= 0; k++) {
+            if (ds->parts[k].why_not)
+                continue;
+            cfs_prepared *q = add_item(b, p->source, p->from, ds->parts[k].name);
+            if (!q)
+                waiting = -1;
+            else if (k == ds->part)
+                take_opened(q, p), moved = true;
+            else
+                waiting++;
+        }
+        if (!moved) {
+            cfs_prepared_set one = {p, 1};
+            cfs_prepared_set_free_items(&one);
+        }
+    }
+    if (i < old.n) {                    /* out of memory: what was not moved goes */
+        cfs_prepared_set rest = {old.items + i, old.n - i};
+        cfs_prepared_set_free_items(&rest);
+        waiting = -1;
+    }
+    free(old.items);
+    free(old_known);
+    return waiting;
+}
+
+/* A known dataset whose distinct id is no longer the one it is served under: the id is baked
  * into its store (uns/cellucid), so it is opened again and takes the new id. */
-static void reopen_if_renamed(cfs_prepared *p, const cfs_known_source *k,
+static void reopen_if_renamed(cfs_prepared *p, const cfs_known_dataset *k,
                               const cfs_options *opts)
 {
-    if (!p->reused || !p->id || strcmp(p->id, k->id) == 0)
+    if (!k || !p->reused || !p->id || strcmp(p->id, k->id) == 0)
         return;
     char *wanted = p->id;
     bool clashed = p->id_clashed;
@@ -195,7 +308,6 @@ static void reopen_if_renamed(cfs_prepared *p, const cfs_known_source *k,
 typedef struct pass {
     cfs_prepared_set *set;
     const cfs_options *opts;
-    const cfs_known_source *known;
     bool naming;                /* name_one, else open_one */
     size_t next;                /* atomic */
     int failed;                 /* atomic: a name_one ran out of memory */
@@ -210,16 +322,15 @@ static void *run_pass(void *arg)
         cfs_err err = {0};
         if (ps->naming && p->ds && name_one(p, ps->opts, &err) < 0)
             __atomic_store_n(&ps->failed, 1, __ATOMIC_RELAXED);
-        else if (!ps->naming && !(ps->known && ps->known[i].known))
-            open_one(p, ps->opts);
+        else if (!ps->naming && !p->reused && !p->ds && !p->refused && !p->pending)
+            open_one(p, ps->opts);      /* not served already, nor opened yet */
     }
     return NULL;
 }
 
 /* Sources are opened (and named) on several threads: with reader workers the opens run in
  * the workers, so a folder of thousands opens on every core. */
-static int run_passes(cfs_prepared_set *set, const cfs_options *opts,
-                      const cfs_known_source *known, bool naming)
+static int run_passes(cfs_prepared_set *set, const cfs_options *opts, bool naming)
 {
     cfs_isolation iso = cfs_options_isolation(opts);
     int threads = cfs_parallel_cpus(OPEN_THREADS) + (iso.off ? 0 : 1);
@@ -227,7 +338,7 @@ static int run_passes(cfs_prepared_set *set, const cfs_options *opts,
         threads = (int)(iso.readers ? iso.readers : CFS_ISOLATE_READERS);
     if ((size_t)threads > set->n)
         threads = set->n ? (int)set->n : 1;
-    pass ps = {set, opts, known, naming, 0, 0};
+    pass ps = {set, opts, naming, 0, 0};
     cfs_parallel_run(threads, run_pass, &ps);
     return ps.failed ? -1 : 0;
 }
@@ -235,22 +346,37 @@ static int run_passes(cfs_prepared_set *set, const cfs_options *opts,
 int cfs_prepare_reusing(const cfs_source_list *sources, const cfs_options *opts,
                         const cfs_known_source *known, cfs_prepared_set *out, cfs_err *err)
 {
-    out->n = sources->n;
-    out->items = calloc(sources->n ? sources->n : 1, sizeof *out->items);
-    if (!out->items)
-        return cfs_err_oom(err);
-    for (size_t i = 0; i < sources->n; i++) {
-        if (!(out->items[i].source = strdup(sources->paths[i])))
-            return cfs_err_oom(err);
-        if (known && known[i].known && reuse(&out->items[i], &known[i]) < 0)
-            return cfs_err_oom(err);
+    *out = (cfs_prepared_set){0};
+    builder b = {.set = out};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sources->n; i++) {
+        if (known && known[i].n)
+            for (size_t k = 0; rc == 0 && k < known[i].n; k++)
+                rc = reuse(&b, sources->paths[i], i, &known[i].datasets[k]);
+        else if (!add_item(&b, sources->paths[i], i, NULL))
+            rc = -1;
     }
-    run_passes(out, opts, known, false);
-    if (assign_ids(out, err) < 0)
+    if (rc == 0) {
+        run_passes(out, opts, false);
+        ptrdiff_t waiting = expand_parts(&b);
+        if (waiting > 0)
+            run_passes(out, opts, false);
+        rc = waiting < 0 ? -1 : 0;
+    }
+    if (rc == 0 && !out->items && !(out->items = calloc(1, sizeof *out->items)))
+        rc = -1;
+    if (rc < 0) {
+        free(b.known);
+        return cfs_err_oom(err);
+    }
+    if (assign_ids(out, err) < 0) {
+        free(b.known);
         return -1;
-    for (size_t i = 0; known && i < out->n; i++)
-        reopen_if_renamed(&out->items[i], &known[i], opts);
-    if (run_passes(out, opts, known, true) < 0)
+    }
+    for (size_t i = 0; i < out->n; i++)
+        reopen_if_renamed(&out->items[i], b.known[i], opts);
+    free(b.known);
+    if (run_passes(out, opts, true) < 0)
         return cfs_err_oom(err);
     return 0;
 }
@@ -274,6 +400,7 @@ void cfs_prepared_set_free_items(cfs_prepared_set *set)
     for (size_t i = 0; i < set->n; i++) {
         cfs_prepared *p = &set->items[i];
         free(p->source);
+        free(p->part);
         cfs_dataset_free(p->ds);     /* first: its jobs report to p->progress */
         cfs_progress_free(p->progress);
         free(p->raw_id);
@@ -285,7 +412,12 @@ void cfs_prepared_set_free_items(cfs_prepared_set *set)
 
 void cfs_prepared_report(const cfs_prepared *p, const char *shown, FILE *log)
 {
+    char named[4096];
     const char *name = shown ? shown : p->source;
+    if (p->part) {
+        snprintf(named, sizeof named, "%s (object %s)", name, p->part);
+        name = named;
+    }
     if (p->pending) {
         cfs_log(log, "%s: opened in the background (decompressed into the cache first if "
                 "compressed); served when done", name);

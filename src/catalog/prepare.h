@@ -23,6 +23,10 @@
 
 typedef struct cfs_prepared {
     char *source;
+    /* The input's part this dataset is (an R workspace's object), when the input holds several
+     * datasets: each is an item of its own. NULL: the input is one dataset. */
+    char *part;
+    size_t from;               /* the index of its source in the list prepared */
     cfs_dataset *ds;           /* NULL when refused */
     char *refused;             /* one-line reason (without the file name) or NULL */
     char *id;
@@ -41,13 +45,20 @@ typedef struct cfs_prepared {
     cfs_reader_fault damage;
 } cfs_prepared;
 
-/* What a caller already serves of a source, at the version it has now. */
-typedef struct cfs_known_source {
-    bool known;
+/* What a caller already serves of one dataset of a source, at the version it has now. */
+typedef struct cfs_known_dataset {
+    const char *part;          /* NULL: the source is one dataset */
     const char *raw_id;        /* NULL: it was refused */
     const char *id;
+} cfs_known_dataset;
+
+/* What a caller serves of a source: its n datasets (n 0: nothing; the source is opened). */
+typedef struct cfs_known_source {
+    size_t n;
+    const cfs_known_dataset *datasets;
 } cfs_known_source;
 
+/* The items come in source order, the parts of a source in the input's order. */
 typedef struct cfs_prepared_set {
     cfs_prepared *items;
     size_t n;
@@ -55,9 +66,9 @@ typedef struct cfs_prepared_set {
 
 int cfs_prepare(const cfs_source_list *sources, const cfs_options *opts, cfs_prepared_set *out,
                 cfs_err *err);
-/* cfs_prepare for a folder of which the caller serves some sources already (known[i]): those
- * are not opened again, unless the ids made distinct give one another id than it has, and
- * come out with only `source`, `id` and `reused` set. */
+/* cfs_prepare for a folder of which the caller serves some sources already (known[i]): their
+ * datasets are not opened again, unless the ids made distinct give one another id than it
+ * has, and come out with only `source`, `part`, `from`, `id` and `reused` set. */
 int cfs_prepare_reusing(const cfs_source_list *sources, const cfs_options *opts,
                         const cfs_known_source *known, cfs_prepared_set *out, cfs_err *err);
 /* Marks one prepared dataset refused (e.g. a chunk could not be produced), freeing its model. */
@@ -66,8 +77,8 @@ void cfs_prepared_set_free(cfs_prepared_set *set);
 /* Frees what each item owns, not the item array. */
 void cfs_prepared_set_free_items(cfs_prepared_set *set);
 /* Writes the one-line reports (refused, left out, id clashes, not in catalog) to log, naming
- * the source as shown (NULL: its path): a mount's log names it relative to SRC, as status.json
- * does, since both may be seen by those the stores are published to. */
+ * the source as shown (NULL: its path), and its part: a mount's log names it relative to SRC,
+ * as status.json does, since both may be seen by those the stores are published to. */
 void cfs_prepared_report(const cfs_prepared *p, const char *shown, FILE *log);
 
 #endif

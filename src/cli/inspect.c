@@ -9,6 +9,7 @@
 
 #include "format.h"
 #include "detect.h"
+#include "identity.h"
 #include "isolated.h"
 #include "options.h"
 #include "embedding.h"
@@ -166,6 +167,14 @@ static cfs_isolation default_isolation(void)
     return cfs_options_isolation(&defaults);
 }
 
+/* One part of an input of several, read in a worker as the whole input is. */
+static int open_isolated_part(const char *path, const char *part, cfs_dataset **ds,
+                              cfs_err *err)
+{
+    cfs_isolation iso = default_isolation();
+    return cfs_isolated_open_part(path, part, &iso, ds, NULL, err);
+}
+
 /* Read in a worker, as mount and export do (docs/design.md §2.4): a file that crashes its
  * reader is reported, not the end of inspect. */
 static int open_isolated(const char *path, cfs_dataset **ds, cfs_reader_fault *fault,
@@ -232,6 +241,46 @@ static void close_input(const char *tmpdir)
     rmdir(tmpdir);
 }
 
+/* Each part of an input of several (an R workspace's objects): its name, class, and what it
+ * becomes: a dataset (the id it asks for and its description, or why it is refused) or none
+ * (why not). first is the part opened already (ds, from opened: the input or its copy) and
+ * doc its description; the others are opened here. */
+static json_t *describe_parts(const cfs_dataset *ds, const char *path, const char *opened,
+                              const json_t *doc)
+{
+    json_t *list = json_array();
+    bool named = cfs_dataset_part_datasets(ds) > 1;
+    for (size_t k = 0; k < ds->nparts; k++) {
+        const cfs_part *p = &ds->parts[k];
+        json_t *o = json_pack("{s:s, s:s}", "name", p->name, "class", p->what);
+        json_array_append_new(list, o);
+        if (p->why_not) {
+            json_object_set_new(o, "not_a_dataset", json_string(p->why_not));
+            continue;
+        }
+        const char *part = named ? p->name : NULL;
+        cfs_dataset *one = NULL;
+        cfs_err err = {0};
+        json_t *desc;
+        if (k == ds->part) {
+            one = (cfs_dataset *)ds;
+            desc = json_deep_copy(doc);
+        } else if (open_isolated_part(opened, p->name, &one, &err) == 0) {
+            desc = describe(one);
+        } else {
+            desc = json_pack("{s:s?, s:n, s:s}", "format", ds->format, "version", "refused",
+                             err.msg);
+        }
+        char *id = one ? cfs_identity_wanted_id(one, path, part) : NULL;
+        json_object_set_new(o, "id", id ? json_string(id) : json_null());
+        json_object_set_new(o, "dataset", desc);
+        free(id);
+        if (one != ds)
+            cfs_dataset_free(one);
+    }
+    return list;
+}
+
 json_t *cfs_inspect_file(const char *path)
 {
     cfs_dataset *ds = NULL;
@@ -248,6 +297,8 @@ json_t *cfs_inspect_file(const char *path)
                         "refused", err.msg);
     } else {
         doc = describe(ds);
+        if (doc && ds->nparts)
+            json_object_set_new(doc, "objects", describe_parts(ds, path, ds->source, doc));
         cfs_dataset_free(ds);
     }
     close_input(tmpdir);
@@ -300,39 +351,82 @@ static void print_anndata(FILE *out, json_t *doc, const char *indent)
     fprintf(out, "%s  raw: %s\n", indent, json_is_true(json_object_get(doc, "raw")) ? "yes" : "no");
 }
 
-static void print_text(FILE *out, json_t *doc)
+/* A dataset's description (or its refusal), its lines indented by ind. */
+static void print_dataset(FILE *out, json_t *doc, const char *ind)
 {
-    fprintf(out, "%s\n", json_string_value(json_object_get(doc, "path")));
     const char *refused = json_string_value(json_object_get(doc, "refused"));
     if (refused) {
-        fprintf(out, "  refused: %s\n", refused);
+        fprintf(out, "%s  refused: %s\n", ind, refused);
         return;
     }
-    fprintf(out, "  format: %s (%s)\n", json_string_value(json_object_get(doc, "format")),
+    fprintf(out, "%s  format: %s (%s)\n", ind, json_string_value(json_object_get(doc, "format")),
             json_string_value(json_object_get(doc, "version")) ?: "?");
-    fprintf(out, "  n_obs x n_vars: %lld x %lld\n",
+    fprintf(out, "%s  n_obs x n_vars: %lld x %lld\n", ind,
             (long long)json_integer_value(json_object_get(doc, "n_obs")),
             (long long)json_integer_value(json_object_get(doc, "n_vars")));
-    print_anndata(out, doc, "");
+    print_anndata(out, doc, ind);
     size_t m;
     json_t *mod;
+    char sub[64];
+    snprintf(sub, sizeof sub, "%s  ", ind);
     json_array_foreach(json_object_get(doc, "modalities"), m, mod) {
-        fprintf(out, "  modality %s: %lld x %lld\n", json_string_value(json_object_get(mod, "name")),
+        fprintf(out, "%s  modality %s: %lld x %lld\n", ind,
+                json_string_value(json_object_get(mod, "name")),
                 (long long)json_integer_value(json_object_get(mod, "n_obs")),
                 (long long)json_integer_value(json_object_get(mod, "n_vars")));
-        print_anndata(out, mod, "  ");
+        print_anndata(out, mod, sub);
     }
     size_t i;
     json_t *lo;
     json_array_foreach(json_object_get(doc, "left_out"), i, lo)
-        fprintf(out, "  left out %s: %s\n", json_string_value(json_object_get(lo, "element")),
+        fprintf(out, "%s  left out %s: %s\n", ind,
+                json_string_value(json_object_get(lo, "element")),
                 json_string_value(json_object_get(lo, "reason")));
     json_array_foreach(json_object_get(doc, "index_dtype_changes"), i, lo)
-        fprintf(out, "  %s: indices %s and indptr %s in the source, both written as %s (one index "
-                "dtype per sparse matrix, int32 where it fits)\n", json_string_value(json_object_get(lo, "element")),
+        fprintf(out, "%s  %s: indices %s and indptr %s in the source, both written as %s (one "
+                "index dtype per sparse matrix, int32 where it fits)\n", ind,
+                json_string_value(json_object_get(lo, "element")),
                 json_string_value(json_object_get(lo, "indices")),
                 json_string_value(json_object_get(lo, "indptr")),
                 json_string_value(json_object_get(lo, "stored")));
+}
+
+static void print_text(FILE *out, json_t *doc)
+{
+    fprintf(out, "%s\n", json_string_value(json_object_get(doc, "path")));
+    json_t *objects = json_object_get(doc, "objects");
+    if (!objects) {
+        print_dataset(out, doc, "");
+        return;
+    }
+    /* an input of several parts: each, and what it becomes */
+    size_t i;
+    json_t *o;
+    json_array_foreach(objects, i, o) {
+        const char *id = json_string_value(json_object_get(o, "id"));
+        fprintf(out, "  object %s (%s)", json_string_value(json_object_get(o, "name")),
+                json_string_value(json_object_get(o, "class")));
+        if (!json_object_get(o, "dataset"))
+            fprintf(out, ": not a dataset: %s\n",
+                    json_string_value(json_object_get(o, "not_a_dataset")));
+        else if (id)
+            fprintf(out, " -> %s.zarr\n", id);
+        else
+            fprintf(out, "\n");
+        if (json_object_get(o, "dataset"))
+            print_dataset(out, json_object_get(o, "dataset"), "  ");
+    }
+}
+
+/* The input, or one of its parts, is refused. */
+static bool any_refused(json_t *doc)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(doc, "objects"), i, o)
+        if (json_string_value(json_object_get(json_object_get(o, "dataset"), "refused")))
+            return true;
+    return json_string_value(json_object_get(doc, "refused")) != NULL;
 }
 
 int cfs_inspect(char *const *paths, int n, bool as_json, FILE *out)
@@ -343,7 +437,7 @@ int cfs_inspect(char *const *paths, int n, bool as_json, FILE *out)
         json_t *doc = cfs_inspect_file(paths[i]);
         if (!doc)
             return 1;
-        if (json_string_value(json_object_get(doc, "refused")))
+        if (any_refused(doc))
             rc = 2;
         if (!as_json)
             print_text(out, doc);

@@ -30,7 +30,7 @@ typedef struct identity {
 typedef struct handle {
     pthread_mutex_t lock;       /* one request at a time on the worker's socket */
     int refs;                   /* the dataset and each proxy */
-    char *path, *exe;
+    char *path, *part, *exe;    /* part: NULL for the whole input */
     double open_timeout, read_timeout;
     uint64_t memory;
     cfs_worker_proc w;
@@ -174,11 +174,12 @@ static void handle_unref(void *reader)
     pthread_mutex_destroy(&h->fault_lock);
     free(h->poisoned);
     free(h->path);
+    free(h->part);
     free(h->exe);
     free(h);
 }
 
-static handle *handle_new(const char *path, const cfs_isolation *iso)
+static handle *handle_new(const char *path, const char *part, const cfs_isolation *iso)
 {
     handle *h = calloc(1, sizeof *h);
     if (!h)
@@ -188,11 +189,12 @@ static handle *handle_new(const char *path, const cfs_isolation *iso)
     h->refs = 1;
     h->w.fd = -1;
     h->path = strdup(path);
+    h->part = part ? strdup(part) : NULL;
     h->exe = strdup(iso->exe ? iso->exe : "/proc/self/exe");
     h->open_timeout = iso->open_timeout > 0 ? iso->open_timeout : CFS_ISOLATE_OPEN_TIMEOUT;
     h->read_timeout = iso->read_timeout > 0 ? iso->read_timeout : CFS_ISOLATE_READ_TIMEOUT;
     h->memory = iso->memory;
-    if (!h->path || !h->exe) {
+    if (!h->path || !h->exe || (part && !h->part)) {
         handle_unref(h);
         return NULL;
     }
@@ -286,7 +288,8 @@ static int start_worker(handle *h, cfs_buf *model, cfs_err *err)
     uint8_t type = 0;
     uint32_t len = 0;
     cfs_status status = CFS_OK;
-    if (cfs_wire_put_str(&req, h->path) < 0) {
+    if (cfs_wire_put_str(&req, h->path) < 0 ||
+        (h->part && cfs_wire_put_str(&req, h->part) < 0)) {
         cfs_buf_free(&req);
         end_worker(h, NULL, 0);
         return cfs_err_oom(err);
@@ -603,10 +606,10 @@ static void *make_proxy(void *maker, uint32_t id, const char *path)
     return px;
 }
 
-static int open_isolated(const char *path, const cfs_isolation *iso, cfs_dataset **out,
-                         cfs_reader_fault *fault, cfs_err *err)
+static int open_isolated(const char *path, const char *part, const cfs_isolation *iso,
+                         cfs_dataset **out, cfs_reader_fault *fault, cfs_err *err)
 {
-    handle *h = handle_new(path, iso);
+    handle *h = handle_new(path, part, iso);
     if (!h)
         return cfs_err_oom(err);
     if (version_of(path, &h->version) < 0) {
@@ -645,14 +648,20 @@ static int open_isolated(const char *path, const cfs_isolation *iso, cfs_dataset
 int cfs_isolated_open(const char *path, const cfs_isolation *iso, cfs_dataset **out,
                       cfs_reader_fault *fault, cfs_err *err)
 {
+    return cfs_isolated_open_part(path, NULL, iso, out, fault, err);
+}
+
+int cfs_isolated_open_part(const char *path, const char *part, const cfs_isolation *iso,
+                           cfs_dataset **out, cfs_reader_fault *fault, cfs_err *err)
+{
     if (fault)
         memset(fault, 0, sizeof *fault);
     if (iso->off)
-        return cfs_format_open(path, out, err);
+        return cfs_format_open_part(path, part, out, err);
     pthread_mutex_lock(&pool.lock);
     pool.limit = iso->readers ? iso->readers : CFS_ISOLATE_READERS;
     pthread_mutex_unlock(&pool.lock);
-    return open_isolated(path, iso, out, fault, err);
+    return open_isolated(path, part, iso, out, fault, err);
 }
 
 bool cfs_isolated_stats(const cfs_dataset *ds, cfs_reader_stats *stats)

@@ -54,6 +54,9 @@ typedef struct cfs_reader_stats {
  * says why; fault (may be NULL) says whether a worker fault was the reason. */
 int cfs_isolated_open(const char *path, const cfs_isolation *iso, cfs_dataset **out,
                       cfs_reader_fault *fault, cfs_err *err);
+/* The same for one part of an input of several (cfs_format_open_part; part NULL: the above). */
+int cfs_isolated_open_part(const char *path, const char *part, const cfs_isolation *iso,
+                           cfs_dataset **out, cfs_reader_fault *fault, cfs_err *err);
 /* True if ds is served by workers; *stats receives their counters. */
 bool cfs_isolated_stats(const cfs_dataset *ds, cfs_reader_stats *stats);
 /* The workers alive in this process now (at most the readers of the last open). */

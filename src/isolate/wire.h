@@ -15,7 +15,7 @@
 #include "error.h"
 
 typedef enum cfs_wire_type {
-    CFS_WIRE_OPEN = 1,      /* daemon: str path */
+    CFS_WIRE_OPEN = 1,      /* daemon: str path [, str part] */
     CFS_WIRE_MODEL = 2,     /* worker: u32 status, then the model (wire_model.h) or str reason */
     CFS_WIRE_READ = 3,      /* daemon: u32 array id, u8 ndim, u64 start[ndim], u64 count[ndim] */
     CFS_WIRE_DATA = 4,      /* worker: u32 status, then the values or str reason */

@@ -152,6 +152,11 @@ int cfs_wire_model_encode(const cfs_dataset *ds, cfs_buf *out, cfs_wire_arrays *
     rc |= cfs_wire_put_u32(out, (uint32_t)ds->nmods);
     for (size_t k = 0; rc == 0 && k < ds->nmods; k++)
         rc = encode_modality(out, &ds->mods[k], t);
+    rc |= cfs_wire_put_u32(out, (uint32_t)ds->nparts);
+    for (size_t k = 0; k < ds->nparts; k++)
+        rc |= cfs_wire_put_str(out, ds->parts[k].name) | cfs_wire_put_str(out, ds->parts[k].what) |
+              cfs_wire_put_str(out, ds->parts[k].why_not);
+    rc |= cfs_wire_put_u32(out, (uint32_t)ds->part);
     return rc < 0 ? cfs_err_oom(err) : 0;
 }
 
@@ -376,6 +381,31 @@ static bool read_leftout(decoder *d, cfs_dataset *ds)
     return !d->c.bad;
 }
 
+/* The input's parts, after the modalities, and which one this dataset is. */
+static bool read_parts(decoder *d, cfs_dataset *ds)
+{
+    uint32_t n = cfs_wire_get_u32(&d->c);
+    if (d->c.bad || n > d->c.left / 12)
+        return fail(d, "more parts than bytes");
+    for (uint32_t i = 0; i < n && !d->c.bad; i++) {
+        char *name = cfs_wire_get_str(&d->c, MAX_NAME);
+        char *what = name ? cfs_wire_get_str(&d->c, MAX_TEXT) : NULL;
+        char *why_not = NULL;
+        if (what && cfs_wire_get_optstr(&d->c, MAX_TEXT, &why_not) &&
+            cfs_dataset_add_part(ds, name, what, why_not) < 0) {
+            d->oom = true;
+            fail(d, "out of memory");
+        }
+        free(name);
+        free(what);
+        free(why_not);
+    }
+    ds->part = cfs_wire_get_u32(&d->c);
+    if (!d->c.bad && (n ? ds->part >= n || ds->parts[ds->part].why_not : ds->part != 0))
+        fail(d, "a dataset that is not one of the input's parts");
+    return !d->c.bad;
+}
+
 /* A map: one UINT32 per global cell or feature (n). */
 static cfs_array *read_map(decoder *d, const char *what, const char *name, uint64_t n)
 {
@@ -447,8 +477,8 @@ cfs_dataset *cfs_wire_model_decode(const void *bytes, size_t len, const char *so
         ds->root = read_elem(&d, "", NULL, 0);
     if (!d.c.bad && (ds->root->kind != CFS_EL_ANNDATA || !ds->format))
         fail(&d, "a model without a dataset at its root");
-    if (!d.c.bad)
-        read_modalities(&d, ds);
+    if (!d.c.bad && read_modalities(&d, ds))
+        read_parts(&d, ds);
     if (!d.c.bad && d.c.left)
         fail(&d, "bytes after the model");
     for (uint32_t i = 0; i < d.n; i++)

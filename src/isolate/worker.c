@@ -82,12 +82,18 @@ static int serve_open(worker *w, cfs_wire_cursor *c)
 {
     cfs_err err = {0};
     char *path = cfs_wire_get_str(c, CFS_WIRE_MAX_CONTROL);
-    if (!path || c->left)
-        return free(path), -1;
+    char *part = path && c->left ? cfs_wire_get_str(c, CFS_WIRE_MAX_CONTROL) : NULL;
+    if (!path || c->bad || c->left) {
+        free(path);
+        free(part);
+        return -1;
+    }
     close_source(w);
     cfs_buf b = {0};
-    int rc = maybe_fault(w, "open") < 0 ? cfs_err_oom(&err) : cfs_format_open(path, &w->ds, &err);
+    int rc = maybe_fault(w, "open") < 0 ? cfs_err_oom(&err)
+                                         : cfs_format_open_part(path, part, &w->ds, &err);
     free(path);
+    free(part);
     if (rc == 0 && cfs_wire_put_u32(&b, CFS_OK) < 0)
         rc = cfs_err_oom(&err);
     if (rc == 0)

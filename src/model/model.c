@@ -449,6 +449,12 @@ void cfs_dataset_free(cfs_dataset *ds)
         free(ds->leftout[i].reason);
     }
     free(ds->leftout);
+    for (size_t i = 0; i < ds->nparts; i++) {
+        free(ds->parts[i].name);
+        free(ds->parts[i].what);
+        free(ds->parts[i].why_not);
+    }
+    free(ds->parts);
     if (ds->reader_free)
         ds->reader_free(ds->reader);
     free(ds->format_version);
@@ -479,6 +485,33 @@ int cfs_dataset_leave_out(cfs_dataset *ds, const char *element, const char *fmt,
     }
     ds->nleftout++;
     return 0;
+}
+
+int cfs_dataset_add_part(cfs_dataset *ds, const char *name, const char *what,
+                         const char *why_not)
+{
+    cfs_part *grown = realloc(ds->parts, (ds->nparts + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    ds->parts = grown;
+    cfs_part *p = &ds->parts[ds->nparts];
+    *p = (cfs_part){strdup(name), strdup(what), why_not ? strdup(why_not) : NULL};
+    if (!p->name || !p->what || (why_not && !p->why_not)) {
+        free(p->name);
+        free(p->what);
+        free(p->why_not);
+        return -1;
+    }
+    ds->nparts++;
+    return 0;
+}
+
+size_t cfs_dataset_part_datasets(const cfs_dataset *ds)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ds->nparts; i++)
+        n += ds->parts[i].why_not == NULL;
+    return n;
 }
 
 cfs_modality *cfs_dataset_modality(const cfs_dataset *ds, const char *name)

@@ -148,6 +148,14 @@ typedef struct cfs_modality {
     void (*reader_free)(void *reader);
 } cfs_modality;
 
+/* One item of an input that holds several (an R workspace's objects), as its reader saw them
+ * all: each that is a dataset is opened as one of its own (docs/design.md §3, §10). */
+typedef struct cfs_part {
+    char *name;                 /* its name in the input (an R object's name) */
+    char *what;                 /* what it is, for people (its R class) */
+    char *why_not;              /* NULL: a dataset; else why it is none */
+} cfs_part;
+
 typedef struct cfs_dataset {
     /* kind CFS_EL_ANNDATA. With modalities: the global obs, var, obsm, obsp, uns (and varm,
      * varp), no X. */
@@ -169,6 +177,11 @@ typedef struct cfs_dataset {
      * AnnData-shaped dataset. */
     cfs_modality *mods;
     size_t nmods;
+    /* An input of several parts (an R workspace of several objects): all of them, in the
+     * input's order, this dataset being parts[part]. nparts 0: the input is one dataset. */
+    cfs_part *parts;
+    size_t nparts;
+    size_t part;
 } cfs_dataset;
 
 /* Construction helpers (the readers' vocabulary). All abort-free: NULL on allocation failure. */
@@ -239,5 +252,10 @@ cfs_modality *cfs_dataset_add_modality(cfs_dataset *ds, const char *name, cfs_da
 cfs_modality *cfs_dataset_modality(const cfs_dataset *ds, const char *name);
 int cfs_dataset_leave_out(cfs_dataset *ds, const char *element, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Appends a part of the input (why_not NULL: a dataset); -1 on allocation failure. */
+int cfs_dataset_add_part(cfs_dataset *ds, const char *name, const char *what,
+                         const char *why_not);
+/* How many of the input's parts are datasets (0 for an input of one dataset). */
+size_t cfs_dataset_part_datasets(const cfs_dataset *ds);
 
 #endif

@@ -227,55 +227,111 @@ static bool same_version(const struct stat *a, const struct stat *b)
            a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
-/* Under the lock: the live entries by source, so that a pass over a folder of thousands of
- * sources finds each in one step (NULL when out of memory: find_live then scans). The strings
- * are the entries' own, which live until unmount. */
-static cfs_strset *index_live(const cfs_volume *v)
+static bool same_part(const char *a, const char *b)
 {
-    cfs_strset *idx = cfs_strset_new(v->nds);
-    for (size_t i = 0; idx && i < v->nds; i++)
-        if (v->ds[i]->live && cfs_strset_add(idx, v->ds[i]->p.source, i) < 0) {
-            cfs_strset_free(idx);
-            return NULL;
-        }
-    return idx;
+    return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-/* Where in v->ds the live entry of a source at this version is, if it is already served; -1
- * if not. idx: index_live's (or NULL). */
-static ptrdiff_t find_live(const cfs_volume *v, const cfs_strset *idx, const char *source,
-                           const struct stat *version)
+/* Under the lock: the live entries by source, so that a pass over a folder of thousands of
+ * sources finds each in one step. A source of several datasets (one per part) has several: the
+ * index holds its last, and prev[] chains each to the one before. The strings are the
+ * entries' own, which live until unmount. */
+typedef struct live_index {
+    cfs_strset *last;           /* NULL when out of memory: the lookups then scan */
+    ptrdiff_t *prev;
+} live_index;
+
+static void live_index_free(live_index *ix)
 {
-    if (idx) {
-        const uint64_t *k = cfs_strset_get(idx, source);
-        return k && same_version(&v->ds[*k]->version, version) ? (ptrdiff_t)*k : -1;
+    cfs_strset_free(ix->last);
+    free(ix->prev);
+    *ix = (live_index){0};
+}
+
+static live_index index_live(const cfs_volume *v)
+{
+    live_index ix = {cfs_strset_new(v->nds), malloc((v->nds + 1) * sizeof *ix.prev)};
+    bool ok = ix.last && ix.prev;
+    for (size_t i = 0; ok && i < v->nds; i++) {
+        if (!v->ds[i]->live)
+            continue;
+        uint64_t *k = cfs_strset_get(ix.last, v->ds[i]->p.source);
+        ix.prev[i] = k ? (ptrdiff_t)*k : -1;
+        if (k)
+            *k = i;
+        else
+            ok = cfs_strset_add(ix.last, v->ds[i]->p.source, i) >= 0;
     }
-    for (size_t i = 0; i < v->nds; i++)
-        if (v->ds[i]->live && strcmp(v->ds[i]->p.source, source) == 0 &&
-            same_version(&v->ds[i]->version, version))
+    if (!ok)
+        live_index_free(&ix);
+    return ix;
+}
+
+/* The source's live entries, last first: the first, then next_live of each until -1. */
+static ptrdiff_t first_live(const cfs_volume *v, const live_index *ix, const char *source)
+{
+    if (ix->last) {
+        const uint64_t *k = cfs_strset_get(ix->last, source);
+        return k ? (ptrdiff_t)*k : -1;
+    }
+    for (size_t i = v->nds; i-- > 0;)
+        if (v->ds[i]->live && strcmp(v->ds[i]->p.source, source) == 0)
             return (ptrdiff_t)i;
     return -1;
 }
 
-/* True when the folder's sources and their versions are exactly what is served. */
+static ptrdiff_t next_live(const cfs_volume *v, const live_index *ix, ptrdiff_t k)
+{
+    if (ix->last)
+        return ix->prev[k];
+    const char *source = v->ds[k]->p.source;
+    while (k-- > 0)
+        if (v->ds[k]->live && strcmp(v->ds[k]->p.source, source) == 0)
+            return k;
+    return -1;
+}
+
+/* Where in v->ds the live entry of a source's dataset (part: NULL for a source of one) at this
+ * version is, if it is already served; -1 if not. */
+static ptrdiff_t find_live(const cfs_volume *v, const live_index *ix, const char *source,
+                           const char *part, const struct stat *version)
+{
+    for (ptrdiff_t k = first_live(v, ix, source); k >= 0; k = next_live(v, ix, k))
+        if (same_part(v->ds[k]->p.part, part) && same_version(&v->ds[k]->version, version))
+            return k;
+    return -1;
+}
+
+/* How many live entries the source has at this version (several: one per part). */
+static size_t live_count(const cfs_volume *v, const live_index *ix, const char *source,
+                         const struct stat *version)
+{
+    size_t n = 0;
+    for (ptrdiff_t k = first_live(v, ix, source); k >= 0; k = next_live(v, ix, k))
+        n += same_version(&v->ds[k]->version, version);
+    return n;
+}
+
+/* True when the folder's sources and their versions are exactly what is served (a source of
+ * several datasets has several live entries). */
 static bool unchanged(cfs_volume *v, const cfs_source_list *sources)
 {
-    size_t live = 0;
+    size_t live = 0, matched = 0;
     for (size_t i = 0; i < v->nds; i++) {
         if (v->ds[i]->live && v->ds[i]->p.pending)
             return false;       /* it waits to be opened */
         live += v->ds[i]->live;
     }
-    if (live != sources->n)
-        return false;
-    cfs_strset *idx = index_live(v);
+    live_index ix = index_live(v);
     bool same = true;
     for (size_t i = 0; i < sources->n && same; i++) {
         struct stat sb;
-        same = stat(sources->paths[i], &sb) == 0 && find_live(v, idx, sources->paths[i], &sb) >= 0;
+        size_t k = stat(sources->paths[i], &sb) < 0 ? 0 : live_count(v, &ix, sources->paths[i], &sb);
+        same = k > 0;
+        matched += k;
     }
-    cfs_strset_free(idx);
-    return same;
+    live_index_free(&ix);
+    return same && matched == live;
 }
 
 static void remove_child(cfs_volume *v, uint64_t parent, uint64_t child)
@@ -450,18 +506,18 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
         return -1;
     int rc = 0;
     size_t old = v->nds;
-    cfs_strset *idx = index_live(v);    /* of the entries before this pass adds any */
+    live_index ix = index_live(v);      /* of the entries before this pass adds any */
     for (size_t i = 0; rc == 0 && i < set->n; i++) {
         cfs_prepared *p = &set->items[i];
-        ptrdiff_t k = find_live(v, idx, p->source, &before[i]);
+        ptrdiff_t k = find_live(v, &ix, p->source, p->part, &before[p->from]);
         const ds_entry *same = k >= 0 ? v->ds[k] : NULL;
         if (same && !same->p.pending && (!same->p.id || !p->id || strcmp(same->p.id, p->id) == 0)) {
             keep[k] = true;
             continue;
         }
-        rc = adopt(v, p, &before[i], stale);
+        rc = adopt(v, p, &before[p->from], stale);
     }
-    cfs_strset_free(idx);
+    live_index_free(&ix);
     for (size_t k = 0; k < old; k++)
         if (v->ds[k]->live && !keep[k])
             retire(v, v->ds[k], stale);
@@ -482,19 +538,47 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
     return rc;
 }
 
-/* Under the lock: the sources served already at their current version are not opened again
- * (entries live until unmount, so their strings outlast the refresh). */
-static void note_known(cfs_volume *v, const cfs_source_list *sources, const struct stat *now,
-                       cfs_known_source *known)
+/* Under the lock: the sources served already at their current version are not opened again:
+ * known[i] lists each of its datasets (entries live until unmount, so their strings outlast
+ * the refresh; the lists are the caller's to free). -1 when out of memory. */
+static int note_known(cfs_volume *v, const cfs_source_list *sources, const struct stat *now,
+                      cfs_known_source *known)
 {
-    cfs_strset *idx = index_live(v);
-    for (size_t i = 0; i < sources->n; i++) {
-        ptrdiff_t k = find_live(v, idx, sources->paths[i], &now[i]);
-        const ds_entry *e = k >= 0 ? v->ds[k] : NULL;
-        if (e && !e->p.pending)
-            known[i] = (cfs_known_source){true, e->served ? e->p.raw_id : NULL, e->p.id};
+    live_index ix = index_live(v);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sources->n; i++) {
+        size_t n = 0;
+        bool pending = false;
+        for (ptrdiff_t k = first_live(v, &ix, sources->paths[i]); k >= 0; k = next_live(v, &ix, k))
+            if (same_version(&v->ds[k]->version, &now[i])) {
+                pending |= v->ds[k]->p.pending;
+                n++;
+            }
+        cfs_known_dataset *list = n && !pending ? calloc(n, sizeof *list) : NULL;
+        if (n && !pending && !list) {
+            rc = -1;
+            break;
+        }
+        /* it waits to be opened (pending): it is not known yet */
+        size_t at = n;          /* the chain runs last first: the list is in the input's order */
+        for (ptrdiff_t k = first_live(v, &ix, sources->paths[i]); list && k >= 0;
+             k = next_live(v, &ix, k)) {
+            const ds_entry *e = v->ds[k];
+            if (same_version(&e->version, &now[i]))
+                list[--at] = (cfs_known_dataset){e->p.part, e->served ? e->p.raw_id : NULL,
+                                                 e->p.id};
+        }
+        known[i] = (cfs_known_source){list ? n : 0, list};
     }
-    cfs_strset_free(idx);
+    live_index_free(&ix);
+    return rc;
+}
+
+static void known_free(cfs_known_source *known, size_t n)
+{
+    for (size_t i = 0; known && i < n; i++)
+        free((void *)known[i].datasets);
+    free(known);
 }
 
 int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
@@ -521,12 +605,15 @@ int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
     if (known) {
         pthread_mutex_lock(&v->lock);
         retire_changed(v, &sources, before, &stale);
-        note_known(v, &sources, before, known);
+        if (note_known(v, &sources, before, known) < 0) {
+            known_free(known, sources.n);
+            known = NULL;
+        }
         pthread_mutex_unlock(&v->lock);
     }
     rc = known ? cfs_prepare_reusing(&sources, &v->opts, known, &set, err)
                : cfs_err_oom(err);
-    free(known);
+    known_free(known, sources.n);
     pthread_mutex_lock(&v->lock);
     if (rc == 0 && merge(v, &set, before, &stale) < 0)
         rc = cfs_err_oom(err);
@@ -1106,8 +1193,9 @@ static char *status_text(cfs_volume *v)
             damage_reason(&damage, damaged, sizeof damaged);
         const char *state = damage.happened ? "damaged" : p->refused ? "refused"
                             : working ? "working" : "ready";
-        json_t *e = json_pack("{s:o, s:s?, s:s?, s:o, s:s, s:o, s:b, s:o}", "source",
-                              shown_json(shown_source(v, p->source)), "id",
+        json_t *e = json_pack("{s:o, s:o*, s:s?, s:s?, s:o, s:s, s:o, s:b, s:o}", "source",
+                              shown_json(shown_source(v, p->source)), "object",
+                              p->part ? shown_json(p->part) : NULL, "id",
                               p->refused ? NULL : p->id, "format", p->ds ? p->ds->format : NULL,
                               "version", shown_json(p->ds ? p->ds->format_version : NULL),
                               "state", state, "reason",

@@ -1,6 +1,7 @@
 /* R objects as datasets (formats/r/): an .rds or .rda stream opened by the rds format, so that
  * what the stream reader accepts also goes through the Seurat and SingleCellExperiment
- * mappings and the Matrix classes, and every array of the dataset is then read whole. */
+ * mappings and the Matrix classes, and every array of the dataset is then read whole; of a
+ * workspace, another single-cell object is then opened by name and read the same way. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,10 +43,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     cfs_dataset *ds = NULL;
     cfs_err err = {0};
+    char *other = NULL;
     if (rds->open(path, &ds, &err) == 0) {
+        fuzz_read_each(ds->root, read_whole);
+        /* a workspace's other objects are opened by name: the last one that is a dataset */
+        for (size_t k = ds->nparts; k-- > 0 && !other;)
+            if (k != ds->part && !ds->parts[k].why_not)
+                other = strdup(ds->parts[k].name);
+        cfs_dataset_free(ds);
+    }
+    ds = NULL;
+    if (other && rds->open_part(path, other, &ds, &err) == 0) {
         fuzz_read_each(ds->root, read_whole);
         cfs_dataset_free(ds);
     }
+    free(other);
     close(fd);
     return 0;
 }

@@ -258,6 +258,41 @@ static void round_trip_modalities(void)
     cfs_dataset_free(ds);
 }
 
+/* An input of several parts (an R workspace's objects): the list and which one the dataset is
+ * cross as they are; a dataset that is not one of the datasets among them is refused. */
+static void round_trip_parts(void)
+{
+    cfs_dataset *ds = sample_model();
+    CHECK(cfs_dataset_add_part(ds, "so", "Seurat", NULL) == 0);
+    CHECK(cfs_dataset_add_part(ds, "meta", "data.frame", "not a Seurat object") == 0);
+    CHECK(cfs_dataset_add_part(ds, "sce/alt", "SingleCellExperiment", NULL) == 0);
+    CHECK(cfs_dataset_part_datasets(ds) == 2);
+    ds->part = 2;
+    cfs_buf b = {0};
+    cfs_wire_arrays t = {0};
+    cfs_err err = {0};
+    uint32_t n = 0;
+    CHECK(cfs_wire_model_encode(ds, &b, &t, &err) == 0);
+    cfs_dataset *back = cfs_wire_model_decode(b.data, b.len, "/in.rda", &fake_proxy, &n, &err);
+    CHECK(back && back->nparts == 3 && back->part == 2);
+    for (size_t k = 0; back && k < 3; k++)
+        CHECK(same_str(back->parts[k].name, ds->parts[k].name) &&
+              same_str(back->parts[k].what, ds->parts[k].what) &&
+              same_str(back->parts[k].why_not, ds->parts[k].why_not));
+    cfs_dataset_free(back);
+    cfs_wire_arrays_free(&t);
+    cfs_buf_free(&b);
+    for (size_t part = 1; part <= 3; part += 2) {     /* none, and past the end */
+        ds->part = part;
+        CHECK(cfs_wire_model_encode(ds, &b, &t, &err) == 0);
+        CHECK(!cfs_wire_model_decode(b.data, b.len, "/in.rda", &fake_proxy, &n, &err) &&
+              strstr(err.msg, "not one of the input's parts"));
+        cfs_wire_arrays_free(&t);
+        cfs_buf_free(&b);
+    }
+    cfs_dataset_free(ds);
+}
+
 static void frames(void)
 {
     int sv[2];
@@ -384,6 +419,7 @@ void unit_isolate(void)
 {
     round_trip();
     round_trip_modalities();
+    round_trip_parts();
     frames();
     pool_and_versions();
 }

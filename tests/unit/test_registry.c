@@ -481,6 +481,10 @@ static void test_demo_format(const char *dir)
         cfs_store_free(st);
     }
     cfs_dataset_free(ds);
+    /* a format of one dataset per input has no parts to open */
+    ds = NULL;
+    CHECK(cfs_format_open_part(path, "x", &ds, &err) == -1 && !ds &&
+          err.status == CFS_ENOTFOUND && strstr(err.msg, "holds one dataset"));
     cfs_formats_replace(NULL);
     CHECK(cfs_formats() == builtin && cfs_format_detect(path, &err) == NULL);
 }
