@@ -659,20 +659,22 @@ def limit_address_space(pid, headroom):
                     reason="a sanitizer's shadow memory does not fit under an address-space limit")
 @pytest.mark.parametrize("memory", ["16M", "1G"])
 def test_memory_limit_below_the_layout(cfs, mounts, big, tmp_path, memory):
-    """The daemon may map only 256 MiB more than it does once mounted (ulimit -v, set with
+    """The daemon may map only 128 MiB more than it does once mounted (ulimit -v, set with
     prlimit): with -o memory=16M the layout of a 40,000-cell matrix fits and every byte is
-    right; with -o memory=1G it cannot, and its chunks fail with EIO and a line that says
-    to lower -o memory, while the rest of the store is served right and the mount lives."""
+    right (its peak is about 70 MiB above the mount's); with -o memory=1G it cannot (about 200
+    MiB above), and its chunks fail with EIO and a line that says to lower -o memory, while
+    the rest of the store is served right and the mount lives. (The daemon's malloc arenas are
+    capped, src/cli/main.c: else threads coming and going reserve 64 MiB each.)"""
     src = tmp_path / "src"
     src.mkdir()
     shutil.copyfile(big(40_000), src / "big.h5ad")
     want = export_bytes(cfs, src, tmp_path / "out", "-o", f"memory={memory}")
     m = mounts(src, opts=[f"memory={memory}"])
-    limit_address_space(m.pid, 256 << 20)
+    limit_address_space(m.pid, 128 << 20)
     matched, eio = read_against(m.mnt, [want])
     assert_alive(m)
     if memory == "16M":
-        assert not eio, eio[:10]
+        assert not eio, (eio[:10], m.stderr()[-3000:])
         return
     assert eio and all(laid_out(rel) for rel in eio), eio[:10]
     log = m.stderr()

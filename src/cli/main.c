@@ -1,4 +1,5 @@
 /* The command line: cellucid-fs mount | export | inspect | --help | --version. */
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +160,13 @@ int main(int argc, char **argv)
         print_usage(stdout);
         return 0;
     }
+#ifdef M_ARENA_MAX
+    /* glibc gives each new thread a malloc arena reserving 64 MiB of address space, up to 8 a
+     * core: a daemon whose FUSE and layout threads come and go would grow its address space by
+     * hundreds of MiB it never uses, and fail under ulimit -v (design §6.2). Four keep the
+     * threads' allocations apart enough. */
+    mallopt(M_ARENA_MAX, 4);
+#endif
     /* The reader workers' fork server started by this program (src/isolate/spawn.c), not by
      * people. */
     uint64_t fd;
