@@ -9,6 +9,25 @@
 
 static pthread_mutex_t ops_lock = PTHREAD_MUTEX_INITIALIZER;
 static cfs_remote_ops current;
+static _Thread_local bool failed_here;
+
+void cfs_remote_failures_clear(void)
+{
+    failed_here = false;
+}
+
+bool cfs_remote_failed(void)
+{
+    return failed_here;
+}
+
+/* rc of a remote call, noting a failure that may pass. */
+static int noted(int rc, const cfs_err *err)
+{
+    if (rc < 0 && (err->status == CFS_EIO || err->status == CFS_EFAIL))
+        failed_here = true;
+    return rc;
+}
 
 bool cfs_is_url(const char *name)
 {
@@ -35,7 +54,7 @@ int cfs_remote_info_of(const char *url, cfs_remote_info *out, cfs_err *err)
     cfs_remote_ops ops = ops_now();
     if (!ops.info)
         return cfs_err_setc(err, CFS_EREFUSED, "%s: URLs are not read here", url);
-    return ops.info(ops.ctx, url, out, err);
+    return noted(ops.info(ops.ctx, url, out, err), err);
 }
 
 int cfs_remote_read(const char *url, const cfs_remote_info *version, uint64_t off, void *buf,
@@ -48,7 +67,7 @@ int cfs_remote_read(const char *url, const cfs_remote_info *version, uint64_t of
         return cfs_err_setc(err, CFS_EIO, "%s: a read of %zu bytes at %llu, past its end (%llu "
                             "bytes)", url, len, (unsigned long long)off,
                             (unsigned long long)version->size);
-    return len ? ops.read(ops.ctx, url, version, off, buf, len, err) : 0;
+    return len ? noted(ops.read(ops.ctx, url, version, off, buf, len, err), err) : 0;
 }
 
 /* FNV-1a: the version string as an inode number. */

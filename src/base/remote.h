@@ -46,6 +46,12 @@ int cfs_remote_info_of(const char *url, cfs_remote_info *out, cfs_err *err);
 int cfs_remote_read(const char *url, const cfs_remote_info *version, uint64_t off, void *buf,
                     size_t len, cfs_err *err);
 
+/* Whether a read of a URL failed on this thread since the last clear for a reason that may pass
+ * (the server unreachable, a broken transfer, the object changed under the read): a reader
+ * whose library hides the cause (libhdf5) says so rather than "damaged" (CFS_ERETRY). */
+void cfs_remote_failures_clear(void);
+bool cfs_remote_failed(void);
+
 /* stat(2) for a source name: a URL's version as a file's (device 0, an inode from its version,
  * its size and Last-Modified, a regular file), so that whatever compares versions of local
  * files compares remote ones alike. -1 with errno set (EIO for a URL that cannot be asked). */
