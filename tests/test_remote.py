@@ -59,6 +59,16 @@ def copy_fixture(rel, dest):
     return dest
 
 
+def wait_for_port(port, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
 def requests_for(n, name):
     """(count, body bytes) of the GET requests nginx logged for /name, and their statuses."""
     log = (n.dir / "access.log").read_text()
@@ -266,13 +276,7 @@ def test_server_without_range_support(cfs, tmp_path):
                              "127.0.0.1", "--directory", str(root)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        wait_for_port(port)
         line = refuse(cfs, f"http://127.0.0.1:{port}/x.h5ad", tmp_path, "range requests")
         assert "download" in line
     finally:
@@ -326,13 +330,7 @@ def test_server_stopped_mid_read_gives_eio_then_the_right_bytes(cfs, served, mou
                                str(n.dir / "error.log")], stdin=subprocess.DEVNULL, stdout=out,
                               stderr=subprocess.STDOUT)
     out.close()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.05)
+    wait_for_port(port)
     got = None
     deadline = time.monotonic() + 30
     while got is None and time.monotonic() < deadline:
