@@ -340,3 +340,13 @@ def test_server_stopped_mid_read_gives_eio_then_the_right_bytes(cfs, served, mou
             assert err.errno == errno.EIO
             time.sleep(0.5)
     assert got == (tmp_path / "out" / "big.zarr" / key).read_bytes()
+
+
+@pytest.mark.parametrize("rel", ["rds/frame.rds", "zarr_v3_zip/infozip_deflated.zarr.zip",
+                                 "compressed/categoricals.h5ad.xz"])
+def test_inputs_not_read_in_parts_are_refused_with_what_to_do(cfs, served, tmp_path, rel):
+    root, n = served
+    name = Path(rel).name
+    copy_fixture(rel, root / name)
+    line = refuse(cfs, n.url(name), tmp_path, "not read over http yet")
+    assert "download it" in line
