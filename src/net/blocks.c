@@ -94,7 +94,7 @@ static int remote_info(void *ctx, const char *name, cfs_remote_info *out, cfs_er
     char *url = cfs_url_target(name);
     if (!url)
         return cfs_err_oom(err);
-    int rc = cfs_http_info(url, out, err);    /* the caller names the source */
+    int rc = cfs_range_info(url, out, err);    /* the caller names the source */
     free(url);
     pthread_mutex_lock(&blocks.lock);
     k = known_of(name);
@@ -120,7 +120,7 @@ static int fetch_block(void *ctx, cfs_buf *out, cfs_err *err)
     block_job *j = ctx;
     if (cfs_buf_reserve(out, j->len) < 0)
         return cfs_err_oom(err);
-    if (cfs_http_read(j->url, j->version, j->off, out->data + out->len, j->len, err) < 0)
+    if (cfs_range_read(j->url, j->version, j->off, out->data + out->len, j->len, err) < 0)
         return cfs_err_prefix(err, "%s", j->url);
     out->len += j->len;
     return 0;
@@ -216,7 +216,7 @@ static int remote_read(void *ctx, const char *name, const cfs_remote_info *v, ui
 
 int cfs_blocks_start(const cfs_blocks_config *cfg, cfs_err *err)
 {
-    if (cfs_http_global_init(&cfg->http, err) < 0)
+    if (cfs_range_global_init(&cfg->http, err) < 0)
         return -1;
     pthread_mutex_lock(&blocks.lock);
     blocks.cfg = *cfg;

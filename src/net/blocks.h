@@ -1,6 +1,6 @@
 /*
  * The daemon's reader of URLs (docs/design.md §11): objects read in blocks over HTTP range
- * requests (http.h), each block kept by a block store the front end gives (the mount: its
+ * requests (range.h), each block kept by a block store the front end gives (the mount: its
  * on-disk cache, counted against cache_size; else a small memory LRU), keyed by the URL, the
  * object's version and the block's place. What a URL is (size, version) is asked again once
  * the poll interval has passed, which is how a changed object is noticed.
@@ -12,7 +12,7 @@
 
 #include "buf.h"
 #include "error.h"
-#include "http.h"
+#include "range.h"
 
 /* Produces a missing block's bytes (appended to out). */
 typedef int (*cfs_block_producer)(void *ctx, cfs_buf *out, cfs_err *err);
@@ -26,7 +26,7 @@ typedef struct cfs_block_store {
 } cfs_block_store;
 
 typedef struct cfs_blocks_config {
-    cfs_http_config http;
+    cfs_range_config http;
     double poll;            /* seconds an answer to "what is this URL now" is reused */
     size_t block_size;      /* bytes per block (the last one of an object shorter) */
 } cfs_blocks_config;

@@ -1,4 +1,4 @@
-#include "http.h"
+#include "range.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -23,7 +23,7 @@ static struct {
 
 static atomic_uint_fast64_t sent_requests, received_bytes;
 
-int cfs_http_global_init(const cfs_http_config *cfg, cfs_err *err)
+int cfs_range_global_init(const cfs_range_config *cfg, cfs_err *err)
 {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return cfs_err_set(err, "libcurl could not be initialised");
@@ -33,7 +33,7 @@ int cfs_http_global_init(const cfs_http_config *cfg, cfs_err *err)
     return 0;
 }
 
-void cfs_http_counts(uint64_t *requests, uint64_t *bytes)
+void cfs_range_counts(uint64_t *requests, uint64_t *bytes)
 {
     *requests = atomic_load(&sent_requests);
     *bytes = atomic_load(&received_bytes);
@@ -291,7 +291,7 @@ static const char *refused_ranges =
     "it (curl -O URL) and use the copy, or serve it from a server that supports ranges (nginx, "
     "Apache, S3 and its kin)";
 
-int cfs_http_info(const char *url, cfs_remote_info *out, cfs_err *err)
+int cfs_range_info(const char *url, cfs_remote_info *out, cfs_err *err)
 {
     char byte[1];
     answer a = {.body = byte, .want = 1};
@@ -335,7 +335,7 @@ static bool same_version(const answer *a, const cfs_remote_info *v)
     return true;
 }
 
-int cfs_http_read(const char *url, const cfs_remote_info *version, uint64_t off, void *buf,
+int cfs_range_read(const char *url, const cfs_remote_info *version, uint64_t off, void *buf,
                   size_t len, cfs_err *err)
 {
     /* If-Match compares strongly: a weak ETag (W/"...") never matches, so it is checked on the
