@@ -15,7 +15,7 @@ cd "$(dirname "$0")"
 
 DEBIAN_PACKAGES=(
     build-essential autoconf automake pkg-config
-    libhdf5-dev libjansson-dev libblosc-dev libzstd-dev liblz4-dev liblzf-dev zlib1g-dev libsqlite3-dev libfuse3-dev liblzma-dev libbz2-dev libzip-dev fuse3 nginx
+    libhdf5-dev libjansson-dev libblosc-dev libzstd-dev liblz4-dev liblzf-dev zlib1g-dev libsqlite3-dev libfuse3-dev liblzma-dev libbz2-dev libzip-dev libcurl4-openssl-dev fuse3 nginx
     python3-anndata python3-zarr python3-h5py python3-loompy python3-numpy python3-pandas python3-scipy
     python3-pytest python3-hdf5plugin bitshuffle python3-numcodecs nodejs chromium
     clang libclang-rt-14-dev

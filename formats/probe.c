@@ -1,5 +1,6 @@
 #include "probe.h"
 #include "unpack.h"
+#include "remote.h"
 
 #include <bzlib.h>
 #include <errno.h>
@@ -25,6 +26,9 @@ typedef struct memo {
 struct cfs_probe_input {
     char *path;
     const char *name;
+    char *url_name;             /* a URL's name (remote.h), which name points to */
+    bool remote;
+    cfs_remote_info info;       /* a URL's version, which every read of it is of */
     bool is_dir;
     int fd;
     uint64_t size;
@@ -70,6 +74,33 @@ static int open_file(cfs_probe_input *in, cfs_err *err)
     return 0;
 }
 
+/* A URL's bytes through the process's reader of URLs (remote.h). */
+static ssize_t remote_read(cfs_probe_input *in, void *buf, size_t len, uint64_t off)
+{
+    cfs_err ignored;
+    if (off >= in->info.size)
+        return 0;
+    if (len > in->info.size - off)
+        len = (size_t)(in->info.size - off);
+    return cfs_remote_read(in->path, &in->info, off, buf, len, &ignored) < 0 ? -1 : (ssize_t)len;
+}
+
+static int open_url(cfs_probe_input *in, cfs_err *err)
+{
+    in->remote = true;
+    if (!(in->url_name = cfs_url_name(in->path)))
+        return cfs_err_oom(err);
+    in->name = in->url_name;
+    if (cfs_remote_info_of(in->path, &in->info, err) < 0)
+        return -1;
+    in->size = in->info.size;
+    size_t want = in->size < sizeof in->head ? (size_t)in->size : sizeof in->head;
+    if (want && cfs_remote_read(in->path, &in->info, 0, in->head, want, err) < 0)
+        return -1;
+    in->head_len = want;
+    return 0;
+}
+
 int cfs_probe_input_open(const char *path, cfs_probe_input **out, cfs_err *err)
 {
     *out = NULL;
@@ -83,7 +114,9 @@ int cfs_probe_input_open(const char *path, cfs_probe_input **out, cfs_err *err)
     in->name = slash ? slash + 1 : in->path;
     struct stat st;
     int rc = 0;
-    if (stat(path, &st) < 0)
+    if (cfs_is_url(path))
+        rc = open_url(in, err);
+    else if (stat(path, &st) < 0)
         rc = cfs_err_errno(err, errno, "cannot be opened");
     else if (S_ISDIR(st.st_mode))
         in->is_dir = true;
@@ -109,6 +142,7 @@ void cfs_probe_input_close(cfs_probe_input *in)
     if (in->fd >= 0)
         close(in->fd);
     free(in->path);
+    free(in->url_name);
     free(in);
 }
 
@@ -134,7 +168,9 @@ const char *cfs_probe_name(const cfs_probe_input *in)
 
 ssize_t cfs_probe_read(cfs_probe_input *in, uint64_t off, void *buf, size_t len)
 {
-    if (in->is_dir || in->fd < 0)
+    if (in->remote && off + len > in->head_len)
+        return remote_read(in, buf, len, off);
+    if (in->is_dir || (in->fd < 0 && !in->remote))
         return -1;
     if (off + len <= in->head_len) {
         memcpy(buf, in->head + off, len);

@@ -4,6 +4,7 @@
  * the table below, and nothing else in the project names a format.
  */
 #include "format.h"
+#include "remote.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +263,23 @@ static int open_with(const cfs_format *f, const char *path, const char *part, cf
     return f->open_part(path, part, out, err);
 }
 
+/* Over a URL only inputs read in parts are read today (docs/design.md §11): the HDF5 ones. */
+static const cfs_format *remote_refusal(const cfs_probe_input *in, const cfs_format *f,
+                                        cfs_err *err)
+{
+    if (f && f->container && strcmp(f->container, "HDF5") == 0)
+        return f;
+    size_t len;
+    const unsigned char *head = cfs_probe_head(in, &len);
+    bool hdf5 = len >= 8 && memcmp(head, "\x89HDF\r\n\x1a\n", 8) == 0;
+    if (f || !hdf5)     /* an HDF5 file nobody reads keeps the readers' reason */
+        cfs_err_setc(err, CFS_EREFUSED, "%s is not read over HTTP yet (only HDF5 inputs are: "
+                     "h5ad, loom, 10x .h5, .h5mu); download it and use the copy",
+                     f ? f->name : cfs_probe_compression(in) ? "a compressed copy"
+                                                             : "this input");
+    return NULL;
+}
+
 int cfs_format_open_part(const char *path, const char *part, cfs_dataset **out, cfs_err *err)
 {
     *out = NULL;
@@ -269,6 +287,8 @@ int cfs_format_open_part(const char *path, const char *part, cfs_dataset **out, 
     if (cfs_probe_input_open(path, &in, err) < 0)
         return -1;
     const cfs_format *f = detect(in, err);
+    if (cfs_is_url(path))
+        f = remote_refusal(in, f, err);
     /* The input stays open through the winner's open: what the probes opened (an HDF5 file with
      * its metadata cache warm) serves that open too. */
     int rc = f ? open_with(f, path, part, out, err) : -1;

@@ -18,7 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "blocks.h"
 #include "cache.h"
+#include "remote.h"
 #include "volume.h"
 #include "watch.h"
 #include "files.h"
@@ -352,7 +354,7 @@ static void default_cache_dir(char *buf, size_t len)
 static int check_paths(const char *src, const char *mnt)
 {
     struct stat st;
-    if (stat(src, &st) < 0) {
+    if (!cfs_is_url(src) && stat(src, &st) < 0) {
         fprintf(stderr, "cellucid-fs: %s: cannot be read: %s\n", src, strerror(errno));
         return -1;
     }
@@ -366,7 +368,7 @@ static int check_paths(const char *src, const char *mnt)
         return -1;
     }
     char rs[PATH_MAX], rm[PATH_MAX];
-    if (realpath(src, rs) && realpath(mnt, rm) && strncmp(rm, rs, strlen(rs)) == 0 &&
+    if (!cfs_is_url(src) && realpath(src, rs) && realpath(mnt, rm) && strncmp(rm, rs, strlen(rs)) == 0 &&
         (rm[strlen(rs)] == '/' || rm[strlen(rs)] == '\0')) {
         fprintf(stderr, "cellucid-fs: %s is inside the source %s; mount it elsewhere\n", mnt, src);
         return -1;
@@ -408,6 +410,13 @@ static int serve(struct fuse_session *se)
     return rc;
 }
 
+/* The blocks of remote sources (src/net) kept in the cache, beside the chunks (§11). */
+static int cache_block_get(void *cache, const void *key, size_t key_len, cfs_block_producer make,
+                           void *make_ctx, cfs_buf *out, cfs_err *err)
+{
+    return cfs_cache_get(cache, key, key_len, make, make_ctx, out, err);
+}
+
 int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bool foreground,
                    bool debug)
 {
@@ -415,7 +424,9 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
         return 1;
     /* The daemon runs in "/": every path it keeps must be absolute. */
     char abs_src[PATH_MAX], cache_dir[4096], work[4200], unpacked[4200];
-    if (!realpath(src, abs_src)) {
+    if (cfs_is_url(src)) {
+        snprintf(abs_src, sizeof abs_src, "%s", src);
+    } else if (!realpath(src, abs_src)) {
         fprintf(stderr, "cellucid-fs: %s: %s\n", src, strerror(errno));
         return 1;
     }
@@ -478,6 +489,8 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
             cfs_watch *watch = NULL;
             if (cache) {
                 cfs_volume_set_cache(vol, cache);
+                cfs_block_store blocks = {cache_block_get, cache};
+                cfs_blocks_set_store(&blocks);
                 cfs_volume_on_change(vol, invalidate, se);
                 /* Threads start after the fork: the watcher, then libfuse's workers. */
                 watch = cfs_watch_start(src, vol, &err);
@@ -492,6 +505,7 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
             fuse_session_unmount(se);
             cfs_volume_close(vol);
             vol = NULL;
+            cfs_blocks_set_store(NULL);
             cfs_cache_close(cache);
         }
         fuse_remove_signal_handlers(se);

@@ -854,7 +854,9 @@ class Mount:
     """One `cellucid-fs mount -f` process serving src on mnt."""
 
     def __init__(self, cfs, src, mnt, cache, opts, logdir):
-        self.cfs, self.src, self.mnt, self.cache = Path(cfs), Path(src), Path(mnt), Path(cache)
+        self.cfs, self.mnt, self.cache = Path(cfs), Path(mnt), Path(cache)
+        # a URL stays a string: a Path would fold its "//"
+        self.src = src if str(src).startswith(("http://", "https://")) else Path(src)
         self.opts = list(opts)
         self.logdir = Path(logdir)
         self.proc = None

@@ -7,6 +7,7 @@
 #include "h5_filters.h"
 #include "h5_types.h"
 #include "hdf5_util.h"
+#include "remote.h"
 #include "utf8.h"
 
 /* Opening datasets: filters and chunk cache */
@@ -145,6 +146,17 @@ static void h5_array_free(void *ctx)
 /* A dataset that opened but whose chunks do not read (truncated, a corrupt compressed chunk). */
 #define READ_FAILED_HINT "the file is damaged: re-download or re-create it"
 
+/* Why a read failed: a URL's read that may pass (remote.h) is not damage, and the next read
+ * tries again (CFS_ERETRY; the mount answers EIO meanwhile). */
+static int read_failed(const h5_array *a, cfs_err *err)
+{
+    char detail[768];
+    cfs_h5_error_detail(detail, sizeof detail);
+    if (cfs_remote_failed())
+        return cfs_err_setc(err, CFS_ERETRY, "reading %s failed: %s", a->name, detail);
+    return cfs_err_set(err, "reading %s failed: %s; " READ_FAILED_HINT, a->name, detail);
+}
+
 static int read_strings_ds(const h5_array *a, hid_t dset, hid_t ms, hid_t fs, uint64_t n,
                            char **out, cfs_strpool *pool, cfs_err *err)
 {
@@ -155,9 +167,7 @@ static int read_strings_ds(const h5_array *a, hid_t dset, hid_t ms, hid_t fs, ui
     cfs_h5_str_dest d = {true, pool};
     int rc;
     if (xfer < 0 || H5Dread(dset, a->plan.mem, ms, fs, xfer, raw) < 0) {
-        char detail[256];
-        cfs_h5_error_detail(detail, sizeof detail);
-        rc = cfs_err_set(err, "reading %s failed: %s; " READ_FAILED_HINT, a->name, detail);
+        rc = read_failed(a, err);
     } else {
         rc = cfs_h5_strings_from_raw(&a->plan.st, raw, (size_t)n, &d, out, err);
     }
@@ -198,6 +208,7 @@ static int select_in(hid_t fs, const selection *sel)
 static int read_locked(const h5_array *a, const selection *sel, uint64_t n, void *out,
                        cfs_strpool *pool, cfs_err *err)
 {
+    cfs_remote_failures_clear();
     hid_t dset = cfs_h5_dset_id(a->dset, err);
     if (dset < 0)
         return -1;
@@ -210,9 +221,7 @@ static int read_locked(const h5_array *a, const selection *sel, uint64_t n, void
     } else if (a->plan.dtype == CFS_STRING) {
         rc = read_strings_ds(a, dset, ms, fs, n, out, pool, err);
     } else if (H5Dread(dset, a->plan.mem, ms, fs, H5P_DEFAULT, out) < 0) {
-        char detail[256];
-        cfs_h5_error_detail(detail, sizeof detail);
-        rc = cfs_err_set(err, "reading %s failed: %s; " READ_FAILED_HINT, a->name, detail);
+        rc = read_failed(a, err);
     }
     if (ms >= 0)
         H5Sclose(ms);

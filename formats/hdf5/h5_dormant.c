@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "hdf5_util.h"
+#include "remote.h"
 
 /* The version of a file: device, inode, size and mtime. */
 typedef struct version {
@@ -101,24 +102,6 @@ static file_rec *find_open(unsigned long fileno)
     return NULL;
 }
 
-/* The version of the file libhdf5 has open as file (through its own descriptor). */
-static int version_of(hid_t file, version *out)
-{
-    void *handle = NULL;
-    struct stat st;
-    if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || !handle ||
-        fstat(*(int *)handle, &st) < 0)
-        return -1;
-    *out = (version){st.st_dev, st.st_ino, st.st_size, st.st_mtim};
-    return 0;
-}
-
-static bool same_version(const version *a, const version *b)
-{
-    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
-}
-
 /* A name libhdf5 gives by get (H5Fget_name: the file's, H5Iget_name: an object's path in its
  * file), malloc'd, or NULL. */
 static char *name_of(hid_t id, ssize_t (*get)(hid_t, char *, size_t))
@@ -130,6 +113,29 @@ static char *name_of(hid_t id, ssize_t (*get)(hid_t, char *, size_t))
         name = NULL;
     }
     return name;
+}
+
+/* The version of the file libhdf5 has open as file (through its own descriptor; a URL's: what
+ * the server says of it now, remote.h). */
+static int version_of(hid_t file, version *out)
+{
+    void *handle = NULL;
+    struct stat st;
+    char *url = name_of(file, H5Fget_name);
+    bool remote = url && cfs_is_url(url);
+    int rc = remote ? cfs_source_stat(url, &st) : 0;
+    free(url);
+    if (rc < 0 || (!remote && (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || !handle ||
+                               fstat(*(int *)handle, &st) < 0)))
+        return -1;
+    *out = (version){st.st_dev, st.st_ino, st.st_size, st.st_mtim};
+    return 0;
+}
+
+static bool same_version(const version *a, const version *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
 /* The record of the file dset lives in: the awake one, or a new one holding its name and the
@@ -227,7 +233,7 @@ cfs_h5_dset *cfs_h5_dset_keep(hid_t dset, hid_t dapl, cfs_err *err)
  * reads fail, never read another file). */
 static int wake(cfs_h5_dset *d, cfs_err *err)
 {
-    hid_t fapl = cfs_h5_read_fapl();
+    hid_t fapl = cfs_h5_read_fapl(d->file->path);
     hid_t file = fapl >= 0 ? H5Fopen(d->file->path, H5F_ACC_RDONLY, fapl) : -1;
     if (fapl >= 0)
         H5Pclose(fapl);

@@ -5,6 +5,8 @@
 #include "hdf5_util.h"
 #include "h5_filters.h"
 #include "h5_types.h"
+#include "h5_remote.h"
+#include "remote.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -140,11 +142,18 @@ void cfs_h5_error_detail(char *buf, size_t len)
     cfs_h5_unlock();
 }
 
-hid_t cfs_h5_read_fapl(void)
+hid_t cfs_h5_read_fapl(const char *path)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl < 0)
         return -1;
+    if (cfs_is_url(path)) {
+        hid_t driver = cfs_h5_remote_driver();
+        if (driver < 0 || H5Pset_driver(fapl, driver, NULL) < 0) {
+            H5Pclose(fapl);
+            return -1;
+        }
+    }
     /* WEAK: the file really closes when its last object does, so an array that outlives the
      * dataset's file id still reads correctly instead of holding a dead id. */
     H5Pset_fclose_degree(fapl, H5F_CLOSE_WEAK);
@@ -158,7 +167,7 @@ hid_t cfs_h5_file_open(const char *path, cfs_err *err)
 {
     cfs_h5_lock();
     hid_t file = -1;
-    hid_t fapl = cfs_h5_read_fapl();
+    hid_t fapl = cfs_h5_read_fapl(path);
     if (fapl < 0) {
         cfs_err_set(err, "libhdf5 could not create a file access property list");
         goto out;

@@ -44,8 +44,9 @@ hid_t cfs_h5_file_open(const char *path, cfs_err *err);
  * The model's arrays keep their own dataset handles (h5_dormant.h), so the reader closes the
  * file id once its open is done, whatever the outcome. */
 hid_t cfs_h5_input_open(const char *path, cfs_err *err);
-/* The file access properties of every open here: read-only use, weak close, no locking. */
-hid_t cfs_h5_read_fapl(void);
+/* The file access properties of every open here: read-only use, weak close, no locking; a URL
+ * (remote.h) is read through the remote driver (h5_remote.h). Call under cfs_h5_lock. */
+hid_t cfs_h5_read_fapl(const char *path);
 
 /* The most specific message on this thread's HDF5 error stack ("" if none), e.g. "truncated
  * file: eof = 1024, ...". Call it right after the failing call. */

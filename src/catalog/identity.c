@@ -1,6 +1,7 @@
 #include "identity.h"
 #include "format.h"
 #include "cellucid_text.h"
+#include "remote.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -25,6 +26,12 @@ bool cfs_id_valid(const char *id)
 
 char *cfs_source_stem(const char *path)
 {
+    if (cfs_is_url(path)) {
+        char *name = cfs_url_name(path);
+        if (name)
+            name[cfs_format_stem_len(name)] = '\0';
+        return name;
+    }
     size_t len = strlen(path);
     while (len > 1 && path[len - 1] == '/')
         len--;

@@ -114,6 +114,34 @@ static int set_readers(cfs_options *o, const char *value, cfs_err *err)
     return 0;
 }
 
+static int set_seconds(double *dst, const char *name, const char *value, cfs_err *err)
+{
+    uint64_t v;
+    if (!cfs_parse_u64(value, &v) || v < 1 || v > 86400)
+        return cfs_err_setc(err, CFS_EINVALID, "%s=%s: not a number of seconds from 1 to 86400",
+                            name, value);
+    *dst = (double)v;
+    return 0;
+}
+
+static int set_remote_timeout(cfs_options *o, const char *value, cfs_err *err)
+{
+    return set_seconds(&o->remote.timeout, "remote_timeout", value, err);
+}
+
+static int set_remote_poll(cfs_options *o, const char *value, cfs_err *err)
+{
+    return set_seconds(&o->remote.poll, "remote_poll", value, err);
+}
+
+static int set_remote_cafile(cfs_options *o, const char *value, cfs_err *err)
+{
+    if (!*value || strlen(value) >= sizeof o->remote.cafile)
+        return cfs_err_setc(err, CFS_EINVALID, "remote_cafile=%s: not a usable path", value);
+    snprintf(o->remote.cafile, sizeof o->remote.cafile, "%s", value);
+    return 0;
+}
+
 cfs_isolation cfs_options_isolation(const cfs_options *o)
 {
     cfs_isolation iso = o->isolate;
@@ -136,6 +164,9 @@ static const struct {
     {"reader_timeout", set_reader_timeout},
     {"reader_memory", set_reader_memory},
     {"readers", set_readers},
+    {"remote_timeout", set_remote_timeout},
+    {"remote_poll", set_remote_poll},
+    {"remote_cafile", set_remote_cafile},
 };
 
 /* Options this program does not know are libfuse's when mounting (allow_other, ...). */

@@ -35,6 +35,12 @@ typedef struct cfs_options {
     /* Readers in worker processes (-o isolate, reader_timeout, reader_memory, readers); memory
      * 0 until cfs_options_isolation gives the default. */
     cfs_isolation isolate;
+    /* Sources that are URLs (-o remote_timeout, remote_poll, remote_cafile): 0 and "" for the
+     * defaults; the front end hands them to src/net. */
+    struct {
+        double timeout, poll;
+        char cafile[4096];
+    } remote;
     /* mount only */
     char cache_dir[4096];           /* "" = the default */
     uint64_t cache_size;

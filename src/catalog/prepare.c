@@ -1,4 +1,5 @@
 #include "prepare.h"
+#include "remote.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,8 @@ static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
 {
     const char *codec = NULL;
     cfs_isolation iso = cfs_options_isolation(opts);
-    if (opts->unpack.copy && cfs_format_reads_whole(p->source, &codec)) {
+    bool remote = cfs_is_url(p->source);  /* no copies of URLs yet: §11 */
+    if (!remote && opts->unpack.copy && cfs_format_reads_whole(p->source, &codec)) {
         if (opts->unpack.defer && opts->unpack.defer(opts->unpack.ctx, p->source))
             return cfs_err_setc(err, CFS_ERETRY, "opened in the background once the mount is "
                                 "up");
@@ -71,7 +73,7 @@ static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
         return 0;
     if (p->damage.happened)
         return -1;
-    if (!cfs_format_needs_unpack(p->source, &codec))
+    if (remote || !cfs_format_needs_unpack(p->source, &codec))
         return -1;
     return open_copy(p, opts, codec, &iso, err);
 }

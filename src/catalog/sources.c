@@ -12,6 +12,7 @@
 
 #include "detect.h"
 #include "format.h"
+#include "remote.h"
 
 static int compare_paths(const void *a, const void *b)
 {
@@ -120,6 +121,45 @@ static int is_input(const char *dir, cfs_detector *d, const char *name, const ch
     return (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) && cfs_detector_is_input(d, path);
 }
 
+/* The URL a NAME.url file holds (its first line, §11), as the source "URL#NAME": the name is
+ * what the dataset is called; the part after '#' is never sent. NULL when it holds none. */
+static char *url_source(const char *path, const char *name)
+{
+    char line[4096];
+    FILE *f = fopen(path, "re");
+    bool got = f && fgets(line, sizeof line, f);
+    if (f)
+        fclose(f);
+    if (!got)
+        return NULL;
+    size_t n = strcspn(line, "#\r\n");
+    while (n && (line[n - 1] == ' ' || line[n - 1] == '\t'))
+        n--;
+    line[n] = '\0';
+    const char *url = line + strspn(line, " \t");
+    size_t stem = strlen(name) - 4;
+    char *source = NULL;
+    if (cfs_is_url(url) && !strpbrk(url, " \t") &&
+        asprintf(&source, "%s#%.*s", url, (int)stem, name) < 0)
+        source = NULL;
+    return source;
+}
+
+/* NAME.url: a remote source (its URL), or the file itself when it holds no URL (refused then,
+ * with the reason). 0, 1 when it is one, -1 when out of memory. */
+static int push_url_file(const char *name, const char *path, cfs_source_list *out)
+{
+    size_t n = strlen(name);
+    struct stat st;
+    if (n <= 4 || strcmp(name + n - 4, ".url") != 0 || name[0] == '.' || stat(path, &st) < 0 ||
+        !S_ISREG(st.st_mode))
+        return 0;
+    char *source = url_source(path, name);
+    int rc = push(out, source ? source : path) < 0 ? -1 : 1;
+    free(source);
+    return rc;
+}
+
 static int list_folder(const char *src, cfs_detector *d, cfs_source_list *out, cfs_err *err)
 {
     DIR *listed = opendir(src);
@@ -130,8 +170,11 @@ static int list_folder(const char *src, cfs_detector *d, cfs_source_list *out, c
     while (rc == 0 && (e = readdir(listed))) {
         char *path = cfs_path_join(src, e->d_name);
         struct stat st;
-        if (!path)
+        int url = path && cfs_path_inside(path, src) ? push_url_file(e->d_name, path, out) : 0;
+        if (!path || url < 0)
             rc = cfs_err_oom(err);
+        else if (url)
+            ;
         else if (is_input(src, d, e->d_name, path))
             rc = push(out, path) < 0 ? cfs_err_oom(err) : 0;
         else if (followable(src, e->d_name, path, &st) && S_ISDIR(st.st_mode) &&
@@ -148,6 +191,8 @@ int cfs_sources_list(const char *src, cfs_detector *d, cfs_source_list *out, cfs
     out->paths = NULL;
     out->n = 0;
     struct stat st;
+    if (cfs_is_url(src))
+        return push(out, src) < 0 ? cfs_err_oom(err) : 0;
     if (stat(src, &st) < 0)
         return cfs_err_set(err, "%s: cannot be read: %s", src, strerror(errno));
     /* A file is the only source. */

@@ -1,4 +1,5 @@
 #include "inspect.h"
+#include "remote.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -204,8 +205,9 @@ static int open_input(const char *path, cfs_dataset **ds, char *tmpdir, size_t l
     const char *codec = NULL;
     tmpdir[0] = '\0';
     /* a compressed R file too: from its copy, its large vectors are not held in memory */
-    bool from_copy = (cfs_format_reads_whole(path, &codec) && codec) ||
-                     cfs_format_needs_unpack(path, &codec);
+    bool from_copy = !cfs_is_url(path) &&     /* no copies of URLs yet: §11 */
+                     ((cfs_format_reads_whole(path, &codec) && codec) ||
+                      cfs_format_needs_unpack(path, &codec));
     if (!from_copy)
         return open_isolated(path, ds, fault, err);
     const char *tmp = getenv("TMPDIR");

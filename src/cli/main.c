@@ -13,6 +13,7 @@
 #include "format.h"
 #include "number.h"
 #include "forkserver.h"
+#include "blocks.h"
 
 static const char usage[] =
     "Usage: cellucid-fs mount [-f] [-d] [-o OPT[,OPT...]] SRC MNT\n"
@@ -150,6 +151,18 @@ static int run_inspect(cli *c)
     return cfs_inspect(c->args, c->nargs, c->json, stdout);
 }
 
+/* URLs are read by this process through src/net; its reader workers ask it (§11). */
+static int start_remote(const cfs_options *o, cfs_err *err)
+{
+    cfs_blocks_config cfg = {
+        .http = {o->remote.timeout > 0 ? o->remote.timeout : CFS_REMOTE_TIMEOUT,
+                 o->remote.cafile[0] ? o->remote.cafile : NULL},
+        .poll = o->remote.poll > 0 ? o->remote.poll : CFS_REMOTE_POLL,
+        .block_size = CFS_REMOTE_BLOCK,
+    };
+    return cfs_blocks_start(&cfg, err);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -187,6 +200,9 @@ int main(int argc, char **argv)
     cfs_err err = {0};
     int rc;
     if (parse_cli(&c, argc, argv, &err) < 0) {
+        fprintf(stderr, "cellucid-fs: %s\n", err.msg);
+        rc = 1;
+    } else if (start_remote(&c.opts, &err) < 0) {
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);
         rc = 1;
     } else {

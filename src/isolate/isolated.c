@@ -12,6 +12,8 @@
 #include "spawn.h"
 #include "wire.h"
 #include "wire_model.h"
+#include "wire_remote.h"
+#include "remote.h"
 
 /* After this many lost workers a source gets no new one until it changes. */
 #define MAX_FAULTS 3
@@ -272,6 +274,27 @@ static int read_status(handle *h, uint32_t len, int64_t deadline, bool *timed_ou
     return 0;
 }
 
+/* Receives the header of the reply to a request, answering the worker's URL reads on the way
+ * (wire_remote.h): the time they take is the daemon's, not the worker's, so the deadline moves
+ * on by it. */
+static int recv_reply_header(handle *h, uint8_t *type, uint32_t *len, uint32_t max,
+                             int64_t *deadline, bool *timed_out, cfs_err *err)
+{
+    for (;;) {
+        if (cfs_wire_recv_header(h->w.fd, type, len, max, *deadline, timed_out, err) < 0)
+            return -1;
+        if (!cfs_wire_remote_is_request(*type))
+            return 0;
+        int64_t asked = cfs_wire_deadline(1);
+        double limit = h->read_timeout > 0 ? h->read_timeout : 60;
+        if (cfs_wire_remote_answer(h->w.fd, *type, *len, h->path, cfs_wire_deadline(limit),
+                                   timed_out, err) < 0)
+            return -1;
+        if (*deadline >= 0)
+            *deadline += cfs_wire_deadline(1) - asked;
+    }
+}
+
 /* Under the lock: a worker (one handed over by the pool, or a new one) opens the source; model
  * receives its model. 0; -1 when the source is refused (err); -2 when the worker was lost
  * (fault kept). */
@@ -309,7 +332,7 @@ static int start_worker(handle *h, cfs_buf *model, cfs_err *err)
     }
     cfs_buf_free(&req);
     if (rc == 0)
-        rc = cfs_wire_recv_header(h->w.fd, &type, &len, MAX_MODEL, deadline, &timed_out, err);
+        rc = recv_reply_header(h, &type, &len, MAX_MODEL, &deadline, &timed_out, err);
     if (rc == 0 && type != CFS_WIRE_MODEL)
         rc = cfs_err_setc(err, CFS_EIO, "a reply of the wrong type");
     if (rc == 0)
@@ -337,7 +360,7 @@ static int start_worker(handle *h, cfs_buf *model, cfs_err *err)
 static int version_of(const char *path, identity *out)
 {
     struct stat st;
-    if (stat(path, &st) < 0)
+    if (cfs_source_stat(path, &st) < 0)
         return -1;
     *out = (identity){st.st_dev, st.st_ino, st.st_size, st.st_mtim};
     return 0;
@@ -436,8 +459,8 @@ static int exchange(handle *h, cfs_wire_type type, const cfs_buf *req, const cfs
     uint32_t len = 0;
     cfs_status status = CFS_OK;
     if (rc == 0)
-        rc = cfs_wire_recv_header(h->w.fd, &rtype, &len, CFS_WIRE_MAX_FRAME - 1, deadline,
-                                  timed_out, err);
+        rc = recv_reply_header(h, &rtype, &len, CFS_WIRE_MAX_FRAME - 1, &deadline, timed_out,
+                               err);
     if (rc == 0 && rtype != CFS_WIRE_DATA)
         rc = cfs_err_setc(err, CFS_EIO, "a reply of the wrong type");
     if (rc == 0)

@@ -22,6 +22,12 @@ typedef enum cfs_wire_type {
     CFS_WIRE_READ_ROWS = 5, /* daemon: u32 array id, u64 n, u64 rows[n] (ascending): whole rows */
     CFS_WIRE_DETECT = 6,    /* daemon: str path (is it an input? detect.h) */
     CFS_WIRE_DETECTED = 7,  /* worker: optstr format name, u8 a compressed copy of an input */
+    /* A worker reading a URL asks its daemon (wire_remote.h), between a request and its reply: */
+    CFS_WIRE_REMOTE_INFO = 8,   /* worker: str url */
+    CFS_WIRE_REMOTE_READ = 9,   /* worker: str url, str version, u64 size, u64 mtime, u64 off,
+                                 * u32 len */
+    CFS_WIRE_REMOTE_ANSWER = 10, /* daemon: u32 status, then u64 size, u64 mtime, str version
+                                  * (info) or the len bytes (read), or str reason */
 } cfs_wire_type;
 
 /* Frames larger than this are refused by both sides (a read reply of numeric values is at most

@@ -9,6 +9,7 @@
 #include "format.h"
 #include "wire.h"
 #include "wire_model.h"
+#include "wire_remote.h"
 
 typedef struct worker {
     int fd;
@@ -271,6 +272,7 @@ int cfs_reader_worker_main(int fd, uint64_t memory_limit)
         setrlimit(RLIMIT_AS, &rl);
     }
     worker w = {.fd = fd, .fault = getenv(CFS_WORKER_FAULT_ENV)};
+    cfs_wire_remote_ask_over(fd);      /* a worker has no network: its daemon reads URLs */
     unsigned char *payload = malloc(CFS_WIRE_MAX_REQUEST);
     int status = payload ? 0 : 1;
     while (status == 0) {

@@ -1,4 +1,5 @@
 #include "volume.h"
+#include "remote.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -326,7 +327,7 @@ static bool unchanged(cfs_volume *v, const cfs_source_list *sources)
     bool same = true;
     for (size_t i = 0; i < sources->n && same; i++) {
         struct stat sb;
-        size_t k = stat(sources->paths[i], &sb) < 0 ? 0 : live_count(v, &ix, sources->paths[i], &sb);
+        size_t k = cfs_source_stat(sources->paths[i], &sb) < 0 ? 0 : live_count(v, &ix, sources->paths[i], &sb);
         same = k > 0;
         matched += k;
     }
@@ -461,7 +462,7 @@ static void retire(cfs_volume *v, ds_entry *e, stale_names *stale)
     /* The copy of a version that is still the file's (a pending entry replaced by its opened
      * one, a new id) stays; that of a changed or removed source goes. */
     struct stat now;
-    if (v->copies && !(stat(e->p.source, &now) == 0 && same_version(&now, &e->version)))
+    if (v->copies && !(cfs_source_stat(e->p.source, &now) == 0 && same_version(&now, &e->version)))
         cfs_copies_retire(v->copies, e->p.source, &e->version);
     if (e->dir_ino) {
         remove_child(v, CFS_VOLUME_ROOT, e->dir_ino);
@@ -600,7 +601,7 @@ int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
     stale_names stale = {0};
     struct stat *before = calloc(sources.n + 1, sizeof *before);
     for (size_t i = 0; before && i < sources.n; i++)
-        stat(sources.paths[i], &before[i]);
+        cfs_source_stat(sources.paths[i], &before[i]);
     cfs_known_source *known = before ? calloc(sources.n + 1, sizeof *known) : NULL;
     if (known) {
         pthread_mutex_lock(&v->lock);
@@ -901,7 +902,7 @@ static int produce_chunk(void *ctx, cfs_buf *out, cfs_err *err)
     chunk_job_ctx *c = ctx;
     int rc = cfs_store_chunk(c->st, c->node, c->idx, out, err);
     struct stat now;
-    if (stat(c->source, &now) == 0 && same_version(&now, c->version))
+    if (cfs_source_stat(c->source, &now) == 0 && same_version(&now, c->version))
         return rc;
     char was[sizeof err->msg / 2] = "";
     if (rc < 0)

@@ -1,0 +1,36 @@
+/*
+ * One HTTP(S) range request through libcurl, checked (docs/design.md §11): the status, the
+ * Content-Range, the validators and the body's exact length, so that a short, long or foreign
+ * answer is an error and never data. Retries with backoff within a time budget.
+ */
+#ifndef CFS_RANGE_H
+#define CFS_RANGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "remote.h"
+
+typedef struct cfs_range_config {
+    double timeout;         /* seconds for one request and its retries, all told */
+    const char *cafile;     /* extra CA bundle (PEM), or NULL */
+} cfs_range_config;
+
+/* Once per process, before any thread asks. */
+int cfs_range_global_init(const cfs_range_config *cfg, cfs_err *err);
+
+/* What url is now: its size and version, from a one-byte range request. A server that answers
+ * ranges with the whole file is refused (CFS_EREFUSED) with what to do. */
+int cfs_range_info(const char *url, cfs_remote_info *out, cfs_err *err);
+
+/* Exactly len bytes at off of the version of url: a changed object (If-Match, the validators
+ * of the answer, its total size) fails with CFS_EIO. */
+int cfs_range_read(const char *url, const cfs_remote_info *version, uint64_t off, void *buf,
+                  size_t len, cfs_err *err);
+
+/* Requests sent and body bytes received since the start (for bench and status). */
+void cfs_range_counts(uint64_t *requests, uint64_t *bytes);
+
+#endif

@@ -1,0 +1,352 @@
+"""Sources over HTTP(S) (issue 16, docs/design.md §11): a URL, or a NAME.url file in SRC, read by
+range requests through libcurl.
+
+- parity: `export URL` of an h5ad, a loom, a 10x .h5 and an .h5mu served by nginx is byte for
+  byte the export of the same file read locally.
+- mount: a folder mixing a NAME.url file and a local file; anndata reads the remote store equal
+  to the file read by anndata, and the store is byte for byte the export of a local copy.
+- ranges: a cold first view (obs and one embedding) of a mounted URL of a larger h5ad fetches a
+  small fraction of it (counted in nginx's access log), by range requests only.
+- change: a file replaced under nginx is served fresh (-o remote_poll=1).
+- bad remote input: 404, 403, a server without range support (python's http.server), a
+  truncated body, a lying Content-Length, a server that never answers, a closed port, TLS to a
+  plain-HTTP port: each one line naming the URL, within the timeout, no crash.
+- a server stopped mid-read gives EIO for that read, and the same read once it is back gives
+  the export's bytes: never a wrong chunk.
+
+Needs nginx (Debian package `nginx`) and /dev/fuse; a missing one fails, never skips.
+"""
+
+import errno
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+import zarr
+
+from conftest import FIXTURES_DIR, assert_adata_equal, describe, run_cfs, tree_bytes
+from nginx import Nginx, free_port
+
+PARITY = ["h5ad/csr_f32.h5ad", "loom/loompy3.loom", "tenx/cellranger7_features.h5",
+          "mudata/citeseq.h5mu"]
+TIMEOUT = 3         # -o remote_timeout for the bad-input cases
+SLACK = 12          # seconds a refusal may take beyond it (process start, a worker, retries)
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A folder served by nginx; yields (folder, Nginx). Stopped at teardown."""
+    root = tmp_path / "remote"
+    root.mkdir()
+    n = Nginx(root, tmp_path / "nginx")
+    n.start()
+    yield root, n
+    n.stop()
+
+
+def copy_fixture(rel, dest):
+    shutil.copyfile(FIXTURES_DIR / rel, dest)
+    return dest
+
+
+def wait_for_port(port, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+def requests_for(n, name):
+    """(count, body bytes) of the GET requests nginx logged for /name, and their statuses."""
+    log = (n.dir / "access.log").read_text()
+    lines = [l for l in log.splitlines() if f"GET /{name} " in l]
+    statuses = [l.split('"')[2].split()[0] for l in lines]
+    sizes = [int(l.split('"')[2].split()[1]) for l in lines]
+    return len(lines), sum(sizes), statuses
+
+
+@pytest.mark.parametrize("rel", PARITY)
+def test_export_of_url_equals_local_export(cfs, served, tmp_path, rel):
+    root, n = served
+    name = Path(rel).name
+    copy_fixture(rel, root / name)
+    local = tmp_path / "local"
+    local.mkdir()
+    copy_fixture(rel, local / name)
+    r1 = run_cfs(cfs, "export", n.url(name), tmp_path / "from_url")
+    r2 = run_cfs(cfs, "export", local / name, tmp_path / "from_file")
+    assert r1.returncode == r2.returncode == 0, describe(r1) + describe(r2)
+    assert tree_bytes(tmp_path / "from_url") == tree_bytes(tmp_path / "from_file")
+    count, _, statuses = requests_for(n, name)
+    assert count >= 1 and set(statuses) == {"206"}, statuses
+
+
+def test_mount_folder_with_url_file(cfs, served, mounts, tmp_path):
+    root, n = served
+    copy_fixture("h5ad/csr_f32.h5ad", root / "pbmc.h5ad")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "remote_pbmc.url").write_text(n.url("pbmc.h5ad") + "\n")
+    copy_fixture("h5ad/categoricals.h5ad", src / "categoricals.h5ad")
+    # The oracle of the store: the export of a local copy under the same name.
+    local = tmp_path / "local"
+    local.mkdir()
+    copy_fixture("h5ad/csr_f32.h5ad", local / "remote_pbmc.h5ad")
+    r = run_cfs(cfs, "export", local / "remote_pbmc.h5ad", tmp_path / "out")
+    assert r.returncode == 0, describe(r)
+
+    m = mounts(src)
+    cat = (m.mnt / "datasets.json").read_text()
+    assert '"remote_pbmc"' in cat and '"categoricals"' in cat, cat
+    store = m.mnt / "remote_pbmc.zarr"
+    assert tree_bytes(store) == tree_bytes(tmp_path / "out" / "remote_pbmc.zarr")
+    assert_adata_equal(ad.read_zarr(str(store)), ad.read_h5ad(local / "remote_pbmc.h5ad"),
+                       dataset_id="remote_pbmc", dataset_name="remote_pbmc")
+    status = (m.mnt / "status.json").read_text()
+    assert n.url("pbmc.h5ad") in status
+
+
+def write_big_h5ad(path, n_obs=60000, n_vars=4000, density=0.03):
+    rng = np.random.default_rng(7)
+    x = sp.random(n_obs, n_vars, density=density, format="csr", dtype=np.float32,
+                  random_state=rng)
+    obs = pd.DataFrame({"cluster": pd.Categorical(rng.integers(0, 12, n_obs).astype(str)),
+                        "n_genes": rng.integers(100, 5000, n_obs)},
+                       index=[f"cell{i}" for i in range(n_obs)])
+    var = pd.DataFrame(index=[f"gene{i}" for i in range(n_vars)])
+    a = ad.AnnData(x, obs=obs, var=var)
+    a.obsm["X_umap"] = rng.normal(size=(n_obs, 2)).astype(np.float32)
+    a.write_h5ad(path)
+
+
+def test_cold_first_view_fetches_a_small_fraction(cfs, served, mounts, tmp_path):
+    root, n = served
+    write_big_h5ad(root / "big.h5ad")
+    size = (root / "big.h5ad").stat().st_size
+    m = mounts(n.url("big.h5ad"))
+    g = zarr.open_consolidated(str(m.mnt / "big.zarr"), mode="r")
+    for key in ("obs/_index", "obs/cluster/codes", "obs/cluster/categories", "obs/n_genes",
+                "obsm/X_umap"):
+        assert g[key][...].shape[0] > 0
+    count, fetched, statuses = requests_for(n, "big.h5ad")
+    assert set(statuses) == {"206"}, statuses
+    assert fetched < size / 4, f"{fetched} of {size} bytes fetched in {count} requests"
+    # and what was read is right
+    local = ad.read_h5ad(root / "big.h5ad")
+    order = g["obs/cellucid_original_position"][...]
+    np.testing.assert_array_equal(g["obsm/X_umap"][...], local.obsm["X_umap"][order])
+
+
+def test_changed_remote_file_is_served_fresh(cfs, served, mounts, tmp_path):
+    root, n = served
+    copy_fixture("h5ad/csr_f32.h5ad", root / "changing.h5ad")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "changing.url").write_text(n.url("changing.h5ad"))
+    m = mounts(src, opts=["remote_poll=1"])
+    store = m.mnt / "changing.zarr"
+    before = ad.read_zarr(str(store)).n_obs
+    new = ad.read_h5ad(FIXTURES_DIR / "h5ad/categoricals.h5ad")
+    assert new.n_obs != before
+    copy_fixture("h5ad/categoricals.h5ad", root / "next.h5ad")
+    os.replace(root / "next.h5ad", root / "changing.h5ad")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if ad.read_zarr(str(store)).n_obs == new.n_obs:
+                break
+        except (OSError, KeyError, ValueError):
+            pass
+        time.sleep(0.3)
+    got = ad.read_zarr(str(store))
+    assert got.n_obs == new.n_obs
+    assert_adata_equal(got, new, dataset_id="changing", dataset_name="changing")
+
+
+# ---------------------------------------------------------------------------------------------
+# bad remote input
+
+
+class BadHandler(http.server.BaseHTTPRequestHandler):
+    """Answers by path: /forbidden.h5ad 403; /noranges.h5ad the whole body to any Range;
+    /truncated.h5ad and /lying.h5ad a right first byte, then ranges whose body is cut short
+    (truncated: the connection closes mid-body; lying: a Content-Length smaller than the range
+    it claims); /hang.h5ad never answers."""
+    body = b""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        path = self.path
+        if path == "/hang.h5ad":
+            time.sleep(60)
+            return
+        if path == "/forbidden.h5ad":
+            self.send_response(403)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        total = len(self.body)
+        rng = self.headers.get("Range", "")
+        if path == "/noranges.h5ad" or not rng.startswith("bytes="):
+            self.send_response(200)
+            self.send_header("Content-Length", str(total))
+            self.end_headers()
+            self.wfile.write(self.body)
+            return
+        first, last = (int(v) for v in rng[6:].split("-"))
+        last = min(last, total - 1)
+        part = self.body[first:last + 1]
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {first}-{last}/{total}")
+        self.send_header("ETag", '"fixed"')
+        if last == first or path not in ("/truncated.h5ad", "/lying.h5ad"):
+            self.send_header("Content-Length", str(len(part)))
+            self.end_headers()
+            self.wfile.write(part)
+        elif path == "/truncated.h5ad":
+            self.send_header("Content-Length", str(len(part)))
+            self.end_headers()
+            self.wfile.write(part[:len(part) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+        else:
+            self.send_header("Content-Length", str(len(part) // 2))
+            self.end_headers()
+            self.wfile.write(part[:len(part) // 2])
+
+
+@pytest.fixture
+def bad_server():
+    BadHandler.body = (FIXTURES_DIR / "h5ad/csr_f32.h5ad").read_bytes()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), BadHandler)
+    server.daemon_threads = True
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def refuse(cfs, url, tmp_path, what):
+    start = time.monotonic()
+    r = run_cfs(cfs, "export", "-o", f"remote_timeout={TIMEOUT}", url, tmp_path / "out",
+                timeout=TIMEOUT + SLACK + 30)
+    took = time.monotonic() - start
+    assert r.returncode > 0, describe(r)
+    lines = [l for l in r.stderr.splitlines() if url in l]
+    assert len(lines) == 1, describe(r)
+    assert what in lines[0].lower(), describe(r)
+    assert took < TIMEOUT + SLACK, f"{took:.1f} s"
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.zarray"))
+    return lines[0]
+
+
+def test_404(cfs, served, tmp_path):
+    _, n = served
+    refuse(cfs, n.url("missing.h5ad"), tmp_path, "404")
+
+
+def test_403(cfs, bad_server, tmp_path):
+    refuse(cfs, bad_server + "/forbidden.h5ad", tmp_path, "403")
+
+
+def test_server_without_range_support(cfs, tmp_path):
+    root = tmp_path / "plain"
+    root.mkdir()
+    copy_fixture("h5ad/csr_f32.h5ad", root / "x.h5ad")
+    port = free_port()
+    proc = subprocess.Popen(["/usr/bin/python3", "-m", "http.server", str(port), "--bind",
+                             "127.0.0.1", "--directory", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port)
+        line = refuse(cfs, f"http://127.0.0.1:{port}/x.h5ad", tmp_path, "range requests")
+        assert "download" in line
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_truncated_body(cfs, bad_server, tmp_path):
+    refuse(cfs, bad_server + "/truncated.h5ad", tmp_path, "fewer bytes")
+
+
+def test_lying_content_length(cfs, bad_server, tmp_path):
+    refuse(cfs, bad_server + "/lying.h5ad", tmp_path, "fewer bytes")
+
+
+def test_server_that_never_answers(cfs, bad_server, tmp_path):
+    refuse(cfs, bad_server + "/hang.h5ad", tmp_path, "no whole answer")
+
+
+def test_closed_port(cfs, tmp_path):
+    refuse(cfs, f"http://127.0.0.1:{free_port()}/x.h5ad", tmp_path, "cannot connect")
+
+
+def test_tls_to_plain_http(cfs, served, tmp_path):
+    _, n = served
+    refuse(cfs, f"https://127.0.0.1:{n.port}/x.h5ad", tmp_path, "tls")
+
+
+def test_server_stopped_mid_read_gives_eio_then_the_right_bytes(cfs, served, mounts, tmp_path):
+    root, n = served
+    write_big_h5ad(root / "big.h5ad", n_obs=20000, n_vars=500, density=0.05)
+    local = tmp_path / "local"
+    local.mkdir()
+    shutil.copyfile(root / "big.h5ad", local / "big.h5ad")
+    r = run_cfs(cfs, "export", local / "big.h5ad", tmp_path / "out")
+    assert r.returncode == 0, describe(r)
+    m = mounts(n.url("big.h5ad"), opts=["remote_timeout=2"])
+    store = m.mnt / "big.zarr"
+    assert (store / "obs" / "_index" / "0").read_bytes() == \
+        (tmp_path / "out" / "big.zarr" / "obs" / "_index" / "0").read_bytes()
+    n.stop()
+    key = Path("X") / "indices" / "0"          # gene-major: a pass over the whole matrix
+    with pytest.raises(OSError) as e:
+        (store / key).read_bytes()
+    assert e.value.errno == errno.EIO
+    # back on the same port: the same read now gives the export's bytes
+    port = n.port
+    conf = n.dir / "nginx.conf"
+    out = open(n.dir / "stdout.log", "ab")
+    n.proc = subprocess.Popen(["nginx", "-p", str(n.dir), "-c", str(conf), "-e",
+                               str(n.dir / "error.log")], stdin=subprocess.DEVNULL, stdout=out,
+                              stderr=subprocess.STDOUT)
+    out.close()
+    wait_for_port(port)
+    got = None
+    deadline = time.monotonic() + 30
+    while got is None and time.monotonic() < deadline:
+        try:
+            got = (store / key).read_bytes()
+        except OSError as err:
+            assert err.errno == errno.EIO
+            time.sleep(0.5)
+    assert got == (tmp_path / "out" / "big.zarr" / key).read_bytes()
+
+
+@pytest.mark.parametrize("rel", ["rds/frame.rds", "zarr_v3_zip/infozip_deflated.zarr.zip",
+                                 "compressed/categoricals.h5ad.xz"])
+def test_inputs_not_read_in_parts_are_refused_with_what_to_do(cfs, served, tmp_path, rel):
+    root, n = served
+    name = Path(rel).name
+    copy_fixture(rel, root / name)
+    line = refuse(cfs, n.url(name), tmp_path, "not read over http yet")
+    assert "download it" in line
