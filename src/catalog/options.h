@@ -35,6 +35,8 @@ typedef struct cfs_options {
     /* Readers in worker processes (-o isolate, reader_timeout, reader_memory, readers); memory
      * 0 until cfs_options_isolation gives the default. */
     cfs_isolation isolate;
+    /* export to s3:// only: an S3-compatible service's URL (path-style); "" = AWS */
+    char s3_endpoint[1024];
     /* mount only */
     char cache_dir[4096];           /* "" = the default */
     uint64_t cache_size;
