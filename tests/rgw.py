@@ -277,6 +277,7 @@ def _alive(pid):
 
 if __name__ == "__main__":
     g = Rgw(sys.argv[1] if len(sys.argv) > 1 else "/tmp/rgw")
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT, signal.SIGTERM])
     t0 = time.monotonic()
     try:
         g.start()
