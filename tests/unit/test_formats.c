@@ -59,7 +59,14 @@ static int read_index(cfs_dataset *ds, char ***names, uint64_t *n, cfs_err *err)
     uint64_t start = 0;
     *n = index->shape[0];
     *names = calloc(*n, sizeof **names);
-    return *names ? cfs_array_read(index, &start, n, *names, err) : -1;
+    if (!*names)
+        return -1;
+    if (cfs_array_read(index, &start, n, *names, err) < 0) {
+        free(*names);       /* a failed read leaves no string allocated */
+        *names = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 /* names[0..n) are the obs names csr_f32.h5ad's generator writes (make_h5ad_fixtures.py,
