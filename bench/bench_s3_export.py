@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,7 @@ def main():
             assert re.search(rf" 0 objects written .* {objects} skipped", log), log
     finally:
         gateway.stop()
+        shutil.rmtree(gateway.d, ignore_errors=True)
     print(f"input: {a.cells} cells x {a.genes} genes, {src.stat().st_size / 2**20:.0f} MiB h5ad; "
           f"export: {objects} objects, {size / 2**20:.1f} MiB; gateway started in {started:.0f} s")
     print(f"{'export to':<34}{'seconds':>9}{'ratio':>8}")
