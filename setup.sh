@@ -15,15 +15,20 @@ cd "$(dirname "$0")"
 
 DEBIAN_PACKAGES=(
     build-essential autoconf automake pkg-config
-    libhdf5-dev libjansson-dev libblosc-dev libzstd-dev liblz4-dev liblzf-dev zlib1g-dev libsqlite3-dev libfuse3-dev liblzma-dev libbz2-dev libzip-dev libcurl4-openssl-dev fuse3 nginx
+    libhdf5-dev libjansson-dev libblosc-dev libzstd-dev liblz4-dev liblzf-dev zlib1g-dev libsqlite3-dev libfuse3-dev liblzma-dev libbz2-dev libzip-dev libcurl4-openssl-dev libssl-dev fuse3 nginx
     python3-anndata python3-zarr python3-h5py python3-loompy python3-numpy python3-pandas python3-scipy
     python3-pytest python3-hdf5plugin bitshuffle python3-numcodecs nodejs chromium
     clang libclang-rt-14-dev
 )
+# Only for the tests: a single-node Ceph cluster with a RADOS Gateway (tests/rgw.py), the S3
+# server the object-storage export is tested against.
+TEST_DEBIAN_PACKAGES=(ceph-mon ceph-osd radosgw ceph-common)
 
+# Installs what of the Debian packages named (default DEBIAN_PACKAGES) is missing.
 deps() {
-    local missing=()
-    for p in "${DEBIAN_PACKAGES[@]}"; do
+    local missing=() wanted=("$@")
+    [ ${#wanted[@]} -gt 0 ] || wanted=("${DEBIAN_PACKAGES[@]}")
+    for p in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
             missing+=("$p")
     done
@@ -164,7 +169,7 @@ EOF
 case "${1:-}" in
 deps) deps; js_deps ;;
 build) deps; build ;;
-test) deps; js_deps; build; run_tests ;;
+test) deps "${DEBIAN_PACKAGES[@]}" "${TEST_DEBIAN_PACKAGES[@]}"; js_deps; build; run_tests ;;
 example) deps; build; example ;;
 serve-example) example ;;
 *) echo "usage: bash setup.sh test|example|deps|build|serve-example" >&2; exit 1 ;;

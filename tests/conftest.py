@@ -988,3 +988,29 @@ def nginx_on(mounts, tmp_path):
     yield start
     for n in servers:
         n.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# a RADOS Gateway (tests/rgw.py): S3 for the export to object storage
+
+
+@pytest.fixture(scope="session")
+def rgw_gateway(tmp_path_factory):
+    """A single-node Ceph cluster with a RADOS Gateway on 127.0.0.1, started once per session
+    (about 15-30 s) and stopped, every daemon by its pid file, at the end, even on failure.
+    Skipped only when Debian's ceph binaries are absent (setup.sh test installs them)."""
+    import rgw
+    missing = rgw.missing_binaries()
+    if missing:
+        pytest.skip(f"the Ceph binaries {', '.join(missing)} are not installed: "
+                    f"apt-get install {rgw.PACKAGES} (setup.sh test installs them)")
+    # Unix socket paths (the daemons' admin sockets) are limited to 107 bytes: a short folder.
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="cfs-rgw-"))
+    g = rgw.Rgw(d)
+    try:
+        g.start()
+        yield g
+    finally:
+        g.stop()
+        shutil.rmtree(d, ignore_errors=True)

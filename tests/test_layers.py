@@ -50,3 +50,11 @@ def test_isolate_sits_between_formats_and_catalog():
     for path in below:
         used = set(QUOTED_INCLUDE.findall(path.read_text())) & isolate
         assert not used, f"{path.relative_to(ROOT)} includes {used}"
+
+
+def test_net_uses_base_only():
+    """src/net (HTTP and S3 over libcurl) knows nothing of datasets: base headers only."""
+    allowed = _headers("src/net", "src/base") | {"config.h"}
+    for path in sorted((ROOT / "src/net").glob("*.[ch]")):
+        used = set(QUOTED_INCLUDE.findall(path.read_text())) - allowed
+        assert not used, f"src/net/{path.name} includes {used}"

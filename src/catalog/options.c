@@ -142,6 +142,18 @@ static int set_remote_cafile(cfs_options *o, const char *value, cfs_err *err)
     return 0;
 }
 
+static int set_s3_endpoint(cfs_options *o, const char *value, cfs_err *err)
+{
+    if (strncmp(value, "http://", 7) != 0 && strncmp(value, "https://", 8) != 0)
+        return cfs_err_setc(err, CFS_EINVALID, "s3_endpoint=%s: not an http:// or https:// URL "
+                            "(e.g. s3_endpoint=http://127.0.0.1:7480)", value);
+    if (strlen(value) >= sizeof o->s3_endpoint)
+        return cfs_err_setc(err, CFS_EINVALID, "s3_endpoint: longer than %zu bytes",
+                            sizeof o->s3_endpoint - 1);
+    strcpy(o->s3_endpoint, value);
+    return 0;
+}
+
 cfs_isolation cfs_options_isolation(const cfs_options *o)
 {
     cfs_isolation iso = o->isolate;
@@ -167,6 +179,7 @@ static const struct {
     {"remote_timeout", set_remote_timeout},
     {"remote_poll", set_remote_poll},
     {"remote_cafile", set_remote_cafile},
+    {"s3_endpoint", set_s3_endpoint},
 };
 
 /* Options this program does not know are libfuse's when mounting (allow_other, ...). */

@@ -3,6 +3,7 @@
 #include "unpacked.h"
 #include "parallel.h"
 #include "path.h"
+#include "s3.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,29 +46,79 @@ static int write_file(const char *path, const void *data, size_t len, cfs_err *e
     return 0;
 }
 
-static int write_doc(const char *dir, const char *name, char *text, cfs_err *err)
+/* The folder sink: keys are paths below root. */
+typedef struct folder_sink {
+    cfs_sink base;
+    const char *root;
+} folder_sink;
+
+static int folder_dir(cfs_sink *s, const char *key, cfs_err *err)
 {
-    char *path = cfs_path_join(dir, name);
-    int rc = text && path ? write_file(path, text, strlen(text), err)
-                          : cfs_err_oom(err);
+    char *path = cfs_path_join(((folder_sink *)s)->root, key);
+    int rc = path ? 0 : cfs_err_oom(err);
+    if (rc == 0 && mkdir(path, 0755) < 0)
+        rc = cfs_err_set(err, "%s: cannot create: %s", path, strerror(errno));
     free(path);
+    return rc;
+}
+
+static int folder_put(cfs_sink *s, const char *key, const void *data, size_t len, bool json,
+                      cfs_err *err)
+{
+    (void)json;
+    char *path = cfs_path_join(((folder_sink *)s)->root, key);
+    int rc = path ? write_file(path, data, len, err) : cfs_err_oom(err);
+    free(path);
+    return rc;
+}
+
+static void remove_tree(const char *path);
+
+static void folder_discard(cfs_sink *s, const char *key)
+{
+    char *path = cfs_path_join(((folder_sink *)s)->root, key);
+    if (path)
+        remove_tree(path);
+    free(path);
+}
+
+static int folder_drain(cfs_sink *s, cfs_err *err)
+{
+    (void)s;
+    (void)err;
+    return 0;
+}
+
+static folder_sink folder_sink_at(const char *root)
+{
+    return (folder_sink){{folder_dir, folder_put, folder_discard, folder_drain}, root};
+}
+
+static int write_doc(cfs_sink *sink, const char *dir, const char *name, char *text,
+                     cfs_err *err)
+{
+    char *key = cfs_path_join(dir, name);
+    int rc = text && key ? sink->put(sink, key, text, strlen(text), true, err)
+                         : cfs_err_oom(err);
+    free(key);
     free(text);
     return rc;
 }
 
-/* Creates the node's folder and writes its metadata documents. */
-static int write_node_meta(const cfs_store_node *n, const char *root, cfs_err *err)
+/* Makes the node's folder and writes its metadata documents. */
+static int write_node_meta(cfs_sink *sink, const cfs_store_node *n, const char *root,
+                           cfs_err *err)
 {
     char *dir = cfs_path_join(root, n->path);
     if (!dir)
         return cfs_err_oom(err);
     int rc = 0;
-    if (n->path[0] && mkdir(dir, 0755) < 0)
-        rc = cfs_err_set(err, "%s: cannot create: %s", dir, strerror(errno));
+    if (n->path[0])
+        rc = sink->dir(sink, dir, err);
     if (rc == 0)
-        rc = write_doc(dir, ".zattrs", cfs_store_doc(n, CFS_DOC_ZATTRS), err);
+        rc = write_doc(sink, dir, ".zattrs", cfs_store_doc(n, CFS_DOC_ZATTRS), err);
     if (rc == 0)
-        rc = write_doc(dir, n->is_array ? ".zarray" : ".zgroup",
+        rc = write_doc(sink, dir, n->is_array ? ".zarray" : ".zgroup",
                        cfs_store_doc(n, n->is_array ? CFS_DOC_ZARRAY : CFS_DOC_ZGROUP), err);
     free(dir);
     return rc;
@@ -76,6 +127,7 @@ static int write_node_meta(const cfs_store_node *n, const char *root, cfs_err *e
 /* Chunks are encoded by a small pool: reads serialise in the reader, encoding runs in parallel. */
 typedef struct chunk_job {
     const cfs_store *st;
+    cfs_sink *sink;
     const char *root;
     size_t node;
     uint64_t chunk;
@@ -101,8 +153,8 @@ static bool next_chunk(chunk_job *job, size_t *node, uint64_t *chunk)
     return more;
 }
 
-static int write_chunk(const cfs_store *st, const char *root, const cfs_store_node *n,
-                       uint64_t idx, cfs_buf *buf, cfs_err *err)
+static int write_chunk(const cfs_store *st, cfs_sink *sink, const char *root,
+                       const cfs_store_node *n, uint64_t idx, cfs_buf *buf, cfs_err *err)
 {
     char key[256];
     cfs_store_chunk_key(n, idx, key, sizeof key);
@@ -111,7 +163,7 @@ static int write_chunk(const cfs_store *st, const char *root, const cfs_store_no
         return -1;
     char *dir = cfs_path_join(root, n->path);
     char *path = dir ? cfs_path_join(dir, key) : NULL;
-    int rc = path ? write_file(path, buf->data, buf->len, err) : cfs_err_oom(err);
+    int rc = path ? sink->put(sink, path, buf->data, buf->len, false, err) : cfs_err_oom(err);
     free(dir);
     free(path);
     return rc;
@@ -125,7 +177,7 @@ static void *chunk_worker(void *arg)
     uint64_t chunk;
     cfs_err err;
     while (next_chunk(job, &node, &chunk)) {
-        if (write_chunk(job->st, job->root, &job->st->nodes[node], chunk, &buf, &err) < 0) {
+        if (write_chunk(job->st, job->sink, job->root, &job->st->nodes[node], chunk, &buf, &err) < 0) {
             pthread_mutex_lock(&job->lock);
             if (!job->failed)
                 job->err = err;
@@ -137,9 +189,9 @@ static void *chunk_worker(void *arg)
     return NULL;
 }
 
-static int write_chunks(const cfs_store *st, const char *root, cfs_err *err)
+static int write_chunks(const cfs_store *st, cfs_sink *sink, const char *root, cfs_err *err)
 {
-    chunk_job job = {.st = st, .root = root};
+    chunk_job job = {.st = st, .sink = sink, .root = root};
     pthread_mutex_init(&job.lock, NULL);
     cfs_parallel_run(cfs_parallel_cpus(MAX_WORKERS), chunk_worker, &job);
     pthread_mutex_destroy(&job.lock);
@@ -163,35 +215,40 @@ static void remove_tree(const char *path)
     nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-int cfs_export_store(const cfs_store *st, const char *dir, cfs_err *err)
+/* Writes every key of st below root/ in sink; what was written is discarded on error. */
+static int export_store_to(const cfs_store *st, cfs_sink *sink, const char *root, cfs_err *err)
 {
-    if (mkdir(dir, 0755) < 0)
-        return cfs_err_set(err, "%s: cannot create: %s", dir, strerror(errno));
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < st->nnodes; i++)
-        rc = write_node_meta(&st->nodes[i], dir, err);
-    if (rc == 0)
-        rc = write_doc(dir, ".zmetadata", cfs_store_zmetadata(st), err);
-    if (rc == 0)
-        rc = write_chunks(st, dir, err);
+    int rc = sink->dir(sink, root, err);
     if (rc < 0)
-        remove_tree(dir);
+        return rc;
+    for (size_t i = 0; rc == 0 && i < st->nnodes; i++)
+        rc = write_node_meta(sink, &st->nodes[i], root, err);
+    if (rc == 0)
+        rc = write_doc(sink, root, ".zmetadata", cfs_store_zmetadata(st), err);
+    if (rc == 0)
+        rc = write_chunks(st, sink, root, err);
+    if (rc < 0)
+        sink->discard(sink, root);
     return rc;
 }
 
+int cfs_export_store(const cfs_store *st, const char *dir, cfs_err *err)
+{
+    folder_sink sink = folder_sink_at(NULL);
+    return export_store_to(st, &sink.base, dir, err);
+}
+
 /* Writes one prepared dataset's store into the staging folder; a failure refuses it. */
-static void export_one(cfs_prepared *p, const cfs_options *opts, const char *stage)
+static void export_one(cfs_prepared *p, const cfs_options *opts, cfs_sink *sink)
 {
     cfs_err err = {0};
     cfs_store_opts sopts = {opts->codec};
     cfs_store *st = cfs_store_new(p->ds, &sopts, &err);
     char *name = malloc(strlen(p->id) + sizeof ".zarr");
-    char *dir = NULL;
     int rc = st && name ? 0 : -1;
     if (rc == 0) {
         sprintf(name, "%s.zarr", p->id);
-        dir = cfs_path_join(stage, name);
-        rc = dir ? cfs_export_store(st, dir, &err) : cfs_err_oom(&err);
+        rc = export_store_to(st, sink, name, &err);
     }
     if (rc < 0) {
         char reason[sizeof err.msg + 64];
@@ -201,10 +258,9 @@ static void export_one(cfs_prepared *p, const cfs_options *opts, const char *sta
     }
     cfs_store_free(st);
     free(name);
-    free(dir);
 }
 
-static int write_catalog(const cfs_prepared_set *set, const char *stage, cfs_err *err)
+static int write_catalog(const cfs_prepared_set *set, cfs_sink *sink, cfs_err *err)
 {
     char **ids = calloc(set->n + 1, sizeof *ids);
     if (!ids)
@@ -213,7 +269,7 @@ static int write_catalog(const cfs_prepared_set *set, const char *stage, cfs_err
     for (size_t i = 0; i < set->n; i++)
         if (set->items[i].ds && set->items[i].embedding)
             ids[k++] = set->items[i].id;
-    int rc = write_doc(stage, "datasets.json", cfs_catalog_json(ids, k), err);
+    int rc = write_doc(sink, "", "datasets.json", cfs_catalog_json(ids, k), err);
     free(ids);
     return rc;
 }
@@ -275,46 +331,27 @@ static int publish(const char *stage, const char *out, cfs_err *err)
     return 0;
 }
 
-static int export_prepared(cfs_prepared_set *set, const cfs_options *opts, const char *stage,
-                           const char *out, FILE *log, cfs_err *err)
+/* Every store, then (once they are all stored) the catalog: a reader never sees a catalog
+ * listing a store not yet whole. */
+static int export_prepared(cfs_prepared_set *set, const cfs_options *opts, cfs_sink *sink,
+                           FILE *log, cfs_err *err)
 {
     int refused = 0;
     for (size_t i = 0; i < set->n; i++) {
         if (set->items[i].ds)
-            export_one(&set->items[i], opts, stage);
+            export_one(&set->items[i], opts, sink);
         cfs_prepared_report(&set->items[i], NULL, log);
         refused |= set->items[i].refused != NULL;
     }
-    if (write_catalog(set, stage, err) < 0 || publish(stage, out, err) < 0)
+    if (sink->drain(sink, err) < 0 || write_catalog(set, sink, err) < 0 ||
+        sink->drain(sink, err) < 0)
         return -1;
     return refused ? 2 : 0;
 }
 
-static int export_with_workdir(const char *src, const char *out, const cfs_options *opts,
-                               bool force, FILE *log, const char *work, cfs_err *err);
-
-int cfs_export(const char *src, const char *out, const cfs_options *opts_in, bool force,
-               FILE *log, cfs_err *err)
+static int export_sources(const char *src, const cfs_options *opts, cfs_sink *sink, FILE *log,
+                          const char *work, cfs_err *err)
 {
-    cfs_options options = *opts_in;
-    const cfs_options *opts = &options;
-    options.layout.log = log;
-    char *work = sibling_path(out, "work");
-    if (!work)
-        return cfs_err_oom(err);
-    options.layout.workdir = work;
-    /* Decompressed copies of compressed inputs live in the work folder, gone with it. */
-    options.unpack = (cfs_unpacker){.copy = cfs_unpacked_in_folder, .ctx = work};
-    int rc = export_with_workdir(src, out, opts, force, log, work, err);
-    free(work);
-    return rc;
-}
-
-static int export_with_workdir(const char *src, const char *out, const cfs_options *opts,
-                               bool force, FILE *log, const char *work, cfs_err *err)
-{
-    if (check_paths(src, out, force, err) < 0)
-        return -1;
     cfs_source_list sources;
     cfs_isolation iso = cfs_options_isolation(opts);
     cfs_detector *detector = cfs_detector_new(&iso);
@@ -334,18 +371,46 @@ static int export_with_workdir(const char *src, const char *out, const cfs_optio
                             "content for %s)", src, cfs_format_list_text(list, sizeof list));
     }
     cfs_prepared_set set = {0};
-    char *stage = sibling_path(out, "tmp");
-    int rc = stage ? cfs_prepare(&sources, opts, &set, err) : cfs_err_oom(err);
+    int rc = cfs_prepare(&sources, opts, &set, err);
+    if (rc == 0)
+        rc = export_prepared(&set, opts, sink, log, err);
+    cfs_prepared_set_free(&set);
+    cfs_sources_free(&sources);
+    remove_tree(work);
+    return rc;
+}
+
+int cfs_export_into(const char *src, const cfs_options *opts_in, cfs_sink *sink, FILE *log,
+                    const char *work, cfs_err *err)
+{
+    cfs_options options = *opts_in;
+    options.layout.log = log;
+    options.layout.workdir = work;
+    /* Decompressed copies of compressed inputs live in the work folder, gone with it. */
+    options.unpack = (cfs_unpacker){.copy = cfs_unpacked_in_folder, .ctx = (void *)work};
+    return export_sources(src, &options, sink, log, work, err);
+}
+
+int cfs_export(const char *src, const char *out, const cfs_options *opts, bool force,
+               FILE *log, cfs_err *err)
+{
+    if (cfs_s3_is_url(out))
+        return cfs_export_s3(src, out, opts, log, err);
+    if (check_paths(src, out, force, err) < 0)
+        return -1;
+    char *work = sibling_path(out, "work"), *stage = sibling_path(out, "tmp");
+    int rc = work && stage ? 0 : cfs_err_oom(err);
     if (rc == 0 && mkdir(stage, 0755) < 0)
         rc = cfs_err_set(err, "%s: cannot create: %s", stage, strerror(errno));
     else if (rc == 0) {
-        rc = export_prepared(&set, opts, stage, out, log, err);
+        folder_sink sink = folder_sink_at(stage);
+        rc = cfs_export_into(src, opts, &sink.base, log, work, err);
+        if (rc >= 0 && publish(stage, out, err) < 0)
+            rc = -1;
         if (rc < 0)
             remove_tree(stage);
     }
-    cfs_prepared_set_free(&set);
-    cfs_sources_free(&sources);
+    free(work);
     free(stage);
-    remove_tree(work);
     return rc;
 }

@@ -32,6 +32,7 @@ void unit_zarr_input(void);
 void unit_rstream(void);
 void unit_rvectors(void);
 void unit_isolate(void);
+void unit_net(void);
 
 /* Shared helpers (unit.c). */
 

@@ -1,0 +1,130 @@
+/* src/net: the parts of S3 that need no server (URLs, credentials files, listing pages). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "digest.h"
+#include "http.h"
+#include "s3.h"
+#include "unit.h"
+
+static void test_url_parse(void)
+{
+    cfs_err err = {0};
+    char *bucket, *key;
+    CHECK(cfs_s3_url_parse("s3://my-bucket/a/b/", &bucket, &key, &err) == 0);
+    CHECK(bucket && strcmp(bucket, "my-bucket") == 0);
+    CHECK(key && strcmp(key, "a/b/") == 0);
+    free(bucket);
+    free(key);
+    CHECK(cfs_s3_url_parse("s3://my.bucket", &bucket, &key, &err) == 0);
+    CHECK(bucket && strcmp(bucket, "my.bucket") == 0 && key && key[0] == '\0');
+    free(bucket);
+    free(key);
+    CHECK(cfs_s3_url_parse("s3://ab/x", &bucket, &key, &err) < 0);
+    CHECK(err.status == CFS_EINVALID && strstr(err.msg, "s3://ab/x"));
+    CHECK(cfs_s3_url_parse("s3:///x", &bucket, &key, &err) < 0);
+    CHECK(cfs_s3_url_parse("s3://bad bucket/x", &bucket, &key, &err) < 0);
+    CHECK(cfs_s3_url_parse("/tmp/out", &bucket, &key, &err) < 0);
+    CHECK(cfs_s3_is_url("s3://b") && !cfs_s3_is_url("/s3://b"));
+}
+
+static void test_object_url(void)
+{
+    cfs_s3_config cfg = {0};
+    strcpy(cfg.region, "eu-west-1");
+    char *url = cfs_s3_object_url(&cfg, "bkt", "p/a b+c.zarr/.zattrs", NULL);
+    CHECK(url && strcmp(url, "https://bkt.s3.eu-west-1.amazonaws.com/p/a%20b%2Bc.zarr/.zattrs")
+                     == 0);
+    free(url);
+    strcpy(cfg.endpoint, "http://127.0.0.1:7480");
+    url = cfs_s3_object_url(&cfg, "bkt", "", "list-type=2");
+    CHECK(url && strcmp(url, "http://127.0.0.1:7480/bkt/?list-type=2") == 0);
+    free(url);
+    char *q = cfs_http_escape("a/b~c=d&e", false);
+    CHECK(q && strcmp(q, "a%2Fb~c%3Dd%26e") == 0);
+    free(q);
+}
+
+static void test_config_endpoint(void)
+{
+    cfs_s3_config cfg;
+    cfs_err err = {0};
+    CHECK(cfs_s3_config_load(&cfg, "ftp://host", &err) < 0 && strstr(err.msg, "ftp://host"));
+}
+
+static void test_creds_parse(void)
+{
+    const char *text = "# comment\n"
+                       "[default]\n"
+                       "aws_access_key_id = AKIDEFAULT\n"
+                       "aws_secret_access_key=secret/default\n"
+                       "\n"
+                       "[profile lab]\r\n"
+                       "  aws_access_key_id =  AKILAB  \r\n"
+                       "aws_secret_access_key = s3cr3t=\r\n"
+                       "aws_session_token = TOKEN\r\n"
+                       "[empty]\n"
+                       "region = us-east-1\n";
+    cfs_s3_creds c;
+    cfs_err err = {0};
+    CHECK(cfs_s3_creds_parse(text, "default", &c, &err) == 0);
+    CHECK(strcmp(c.access_key, "AKIDEFAULT") == 0 && strcmp(c.secret_key, "secret/default") == 0);
+    CHECK(c.session_token[0] == '\0');
+    CHECK(cfs_s3_creds_parse(text, "lab", &c, &err) == 0);
+    CHECK(strcmp(c.access_key, "AKILAB") == 0 && strcmp(c.secret_key, "s3cr3t=") == 0);
+    CHECK(strcmp(c.session_token, "TOKEN") == 0);
+    CHECK(cfs_s3_creds_parse(text, "empty", &c, &err) < 0 && err.status == CFS_ENOTFOUND);
+    CHECK(cfs_s3_creds_parse(text, "none", &c, &err) < 0 && strstr(err.msg, "[none]"));
+}
+
+static void test_listing_parse(void)
+{
+    const char *page1 =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult "
+        "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>b</Name>"
+        "<EncodingType>url</EncodingType><IsTruncated>true</IsTruncated>"
+        "<Contents><Key>p/z.zarr/.zattrs</Key><Size>2</Size>"
+        "<ETag>&quot;99914b932bd37a50b983c5e7c90ae93b&quot;</ETag></Contents>"
+        "<Contents><Key>p/a%20b%2Bc+d</Key><Size>5</Size><ETag>\"abc-2\"</ETag></Contents>"
+        "<NextContinuationToken>tok&amp;1</NextContinuationToken></ListBucketResult>";
+    const char *page2 = "<ListBucketResult><IsTruncated>false</IsTruncated>"
+                        "<Contents><Key>p/m</Key><Size>0</Size></Contents></ListBucketResult>";
+    cfs_s3_listing l = {0};
+    cfs_err err = {0};
+    char *next = NULL;
+    CHECK(cfs_s3_listing_parse(page1, strlen(page1), &l, &next, &err) == 0);
+    CHECK(next && strcmp(next, "tok&1") == 0);
+    free(next);
+    CHECK(cfs_s3_listing_parse(page2, strlen(page2), &l, &next, &err) == 0 && next == NULL);
+    cfs_s3_listing_sort(&l);
+    CHECK(l.n == 3);
+    const cfs_s3_object *o = cfs_s3_listing_find(&l, "p/z.zarr/.zattrs");
+    CHECK(o && o->size == 2 && strcmp(o->etag, "99914b932bd37a50b983c5e7c90ae93b") == 0);
+    o = cfs_s3_listing_find(&l, "p/a b+c d");
+    CHECK(o && o->size == 5 && strcmp(o->etag, "abc-2") == 0);
+    CHECK(cfs_s3_listing_find(&l, "p/m") && !cfs_s3_listing_find(&l, "p/n"));
+    cfs_s3_listing_free(&l);
+    CHECK(cfs_s3_listing_parse("<Error/>", 8, &l, &next, &err) < 0);
+    const char *cut = "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>";
+    CHECK(cfs_s3_listing_parse(cut, strlen(cut), &l, &next, &err) < 0);
+    cfs_s3_listing_free(&l);
+}
+
+static void test_digests(void)
+{
+    char md5[CFS_MD5_HEX], sha[CFS_SHA256_HEX];
+    cfs_md5_hex("{}", 2, md5);
+    CHECK(strcmp(md5, "99914b932bd37a50b983c5e7c90ae93b") == 0);
+    cfs_sha256_hex("", 0, sha);
+    CHECK(strcmp(sha, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") == 0);
+}
+
+void unit_net(void)
+{
+    test_url_parse();
+    test_object_url();
+    test_config_endpoint();
+    test_creds_parse();
+    test_listing_parse();
+    test_digests();
+}
