@@ -856,7 +856,7 @@ class Mount:
     def __init__(self, cfs, src, mnt, cache, opts, logdir):
         self.cfs, self.mnt, self.cache = Path(cfs), Path(mnt), Path(cache)
         # a URL stays a string: a Path would fold its "//"
-        self.src = src if str(src).startswith(("http://", "https://")) else Path(src)
+        self.src = src if str(src).startswith(("http://", "https://", "s3://")) else Path(src)
         self.opts = list(opts)
         self.logdir = Path(logdir)
         self.proc = None

@@ -31,7 +31,8 @@ static int noted(int rc, const cfs_err *err)
 
 bool cfs_is_url(const char *name)
 {
-    return strncasecmp(name, "http://", 7) == 0 || strncasecmp(name, "https://", 8) == 0;
+    return strncasecmp(name, "http://", 7) == 0 || strncasecmp(name, "https://", 8) == 0 ||
+           strncmp(name, "s3://", 5) == 0;
 }
 
 void cfs_remote_set_ops(const cfs_remote_ops *ops)

@@ -36,7 +36,7 @@ typedef struct cfs_remote_ops {
  * blocks in its cache, a reader worker a few of them in memory). */
 #define CFS_REMOTE_BLOCK ((uint64_t)1 << 20)
 
-/* Whether a source name is a URL this program reads (http://, https://). */
+/* Whether a source name is a URL this program reads (http://, https://, s3://). */
 bool cfs_is_url(const char *name);
 
 /* Sets this process's reader of URLs (the ops are copied). Without one, URLs are refused. */

@@ -41,7 +41,7 @@ typedef struct cfs_options {
         double timeout, poll;
         char cafile[4096];
     } remote;
-    /* export to s3:// only: an S3-compatible service's URL (path-style); "" = AWS */
+    /* s3:// sources and export to s3://: an S3-compatible service's URL (path-style); "" = AWS */
     char s3_endpoint[1024];
     /* mount only */
     char cache_dir[4096];           /* "" = the default */

@@ -52,7 +52,7 @@ static const char usage[] =
     "  -o reader_timeout=S time limit of one read by a worker (default 60 s)\n"
     "  -o reader_memory=SIZE  memory limit of a worker (default 4 x memory + 1G)\n"
     "  -o readers=N        worker processes alive at once (1 to 1024, default 16)\n"
-    "  -o s3_endpoint=URL  an S3-compatible service (export to s3://; path-style, e.g.\n"
+    "  -o s3_endpoint=URL  an S3-compatible service (s3:// sources and export; path-style, e.g.\n"
     "                      http://127.0.0.1:7480; default AWS, region from AWS_REGION)\n"
     "  -o OPT              other options go to FUSE (mount: allow_other, ...)\n"
     "  -f, -d              stay in the foreground; -d also prints FUSE requests (mount)\n"
@@ -162,7 +162,8 @@ static int start_remote(const cfs_options *o, cfs_err *err)
 {
     cfs_blocks_config cfg = {
         .http = {o->remote.timeout > 0 ? o->remote.timeout : CFS_REMOTE_TIMEOUT,
-                 o->remote.cafile[0] ? o->remote.cafile : NULL},
+                 o->remote.cafile[0] ? o->remote.cafile : NULL,
+                 o->s3_endpoint[0] ? o->s3_endpoint : NULL},
         .poll = o->remote.poll > 0 ? o->remote.poll : CFS_REMOTE_POLL,
         .block_size = CFS_REMOTE_BLOCK,
     };

@@ -1,4 +1,5 @@
 #include "range.h"
+#include "s3.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -19,6 +20,12 @@ static struct {
     size_t nkept;
     double timeout;
     char cafile[4096];
+    /* s3:// sources: the environment's configuration, loaded at the first one */
+    char s3_endpoint[1024];
+    bool s3_loaded, s3_anonymous;
+    cfs_s3_config s3;
+    cfs_err s3_why;
+    int s3_rc;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .timeout = 20};
 
 static atomic_uint_fast64_t sent_requests, received_bytes;
@@ -30,6 +37,8 @@ int cfs_range_global_init(const cfs_range_config *cfg, cfs_err *err)
     if (cfg->timeout > 0)
         pool.timeout = cfg->timeout;
     snprintf(pool.cafile, sizeof pool.cafile, "%s", cfg->cafile ? cfg->cafile : "");
+    snprintf(pool.s3_endpoint, sizeof pool.s3_endpoint, "%s",
+             cfg->s3_endpoint ? cfg->s3_endpoint : "");
     return 0;
 }
 
@@ -184,6 +193,89 @@ static void status_failure(long status, bool *retry, cfs_err *err)
         cfs_err_setc(err, CFS_EIO, "HTTP %ld from the server", status);
 }
 
+/* Where a GET of url goes and how it is signed: an s3:// URL becomes its object's https URL
+ * (s3_config.c) with s3.c's SigV4 signing; any other goes as it is, unsigned. */
+typedef struct target {
+    char *url;                  /* malloc'd */
+    bool sign;
+    cfs_s3_signing signing;
+} target;
+
+static int s3_config(cfs_s3_config *cfg, bool *anonymous, cfs_err *err)
+{
+    pthread_mutex_lock(&pool.lock);
+    if (!pool.s3_loaded) {
+        pool.s3_loaded = true;
+        pool.s3_rc = cfs_s3_config_load(&pool.s3, pool.s3_endpoint, &pool.s3_why);
+        /* No credentials anywhere: public objects are still read, unsigned. */
+        pool.s3_anonymous = pool.s3_rc < 0 && pool.s3_why.status == CFS_ENOTFOUND;
+        if (pool.s3_anonymous)
+            pool.s3_rc = 0;
+    }
+    int rc = pool.s3_rc;
+    if (rc < 0)
+        *err = pool.s3_why;
+    *cfg = pool.s3;
+    *anonymous = pool.s3_anonymous;
+    pthread_mutex_unlock(&pool.lock);
+    return rc;
+}
+
+static int target_of(const char *url, target *t, cfs_err *err)
+{
+    memset(t, 0, sizeof *t);
+    if (!cfs_s3_is_url(url))
+        return (t->url = strdup(url)) ? 0 : cfs_err_oom(err);
+    cfs_s3_config *cfg = malloc(sizeof *cfg);
+    char *bucket = NULL, *key = NULL;
+    bool anonymous = false;
+    int rc = cfg ? s3_config(cfg, &anonymous, err) : cfs_err_oom(err);
+    if (rc == 0)
+        rc = cfs_s3_url_parse(url, &bucket, &key, err);
+    if (rc == 0 && !key[0])
+        rc = cfs_err_setc(err, CFS_EINVALID, "an s3:// source names an object "
+                          "(s3://bucket/key), not a bucket");
+    if (rc == 0 && !(t->url = cfs_s3_object_url(cfg, bucket, key, NULL)))
+        rc = cfs_err_oom(err);
+    if (rc == 0 && !anonymous) {
+        t->sign = true;
+        cfs_s3_signing_set(cfg, NULL, 0, &t->signing);
+    }
+    free(bucket);
+    free(key);
+    free(cfg);
+    return rc;
+}
+
+/* The request's header lines: the target's signing headers, If-Match. */
+static int header_lines(const target *t, const char *if_match, struct curl_slist **out,
+                        cfs_err *err)
+{
+    char match[256];
+    const char *lines[3] = {NULL};
+    size_t n = 0;
+    if (t->sign) {
+        lines[n++] = t->signing.sha_line;
+        if (t->signing.token_line[0])
+            lines[n++] = t->signing.token_line;
+    }
+    if (if_match) {
+        snprintf(match, sizeof match, "If-Match: %s", if_match);
+        lines[n++] = match;
+    }
+    *out = NULL;
+    for (size_t i = 0; i < n; i++) {
+        struct curl_slist *next = curl_slist_append(*out, lines[i]);
+        if (!next) {
+            curl_slist_free_all(*out);
+            *out = NULL;
+            return cfs_err_oom(err);
+        }
+        *out = next;
+    }
+    return 0;
+}
+
 /* GET url's bytes first..last (inclusive) into a (a->body, a->want set), headers with them;
  * if_match (may be NULL) sent as If-Match. *status receives the final HTTP status. Retries
  * what may pass within the budget. */
@@ -191,15 +283,16 @@ static int get_range(const char *url, uint64_t first, uint64_t last, const char 
                      answer *a, long *status, cfs_err *err)
 {
     double start = now_seconds(), budget = pool.timeout, backoff = 0.2;
-    char range[64], match[256];
+    char range[64];
     snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)first,
              (unsigned long long)last);
+    target t;
     struct curl_slist *headers = NULL;
-    if (if_match) {
-        snprintf(match, sizeof match, "If-Match: %s", if_match);
-        headers = curl_slist_append(NULL, match);
-        if (!headers)
-            return cfs_err_oom(err);
+    if (target_of(url, &t, err) < 0)
+        return -1;
+    if (header_lines(&t, if_match, &headers, err) < 0) {
+        free(t.url);
+        return -1;
     }
     int rc = -1;
     for (int attempt = 1;; attempt++) {
@@ -211,8 +304,12 @@ static int get_range(const char *url, uint64_t first, uint64_t last, const char 
         }
         char detail[CURL_ERROR_SIZE] = "";
         curl_easy_reset(c);
-        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_URL, t.url);
         curl_easy_setopt(c, CURLOPT_RANGE, range);
+        if (t.sign) {
+            curl_easy_setopt(c, CURLOPT_AWS_SIGV4, t.signing.sigv4);
+            curl_easy_setopt(c, CURLOPT_USERPWD, t.signing.userpwd);
+        }
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
         curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
         curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
@@ -256,6 +353,7 @@ static int get_range(const char *url, uint64_t first, uint64_t last, const char 
         backoff *= 2;
     }
     curl_slist_free_all(headers);
+    free(t.url);
     return rc;
 }
 

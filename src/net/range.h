@@ -16,10 +16,14 @@
 typedef struct cfs_range_config {
     double timeout;         /* seconds for one request and its retries, all told */
     const char *cafile;     /* extra CA bundle (PEM), or NULL */
+    const char *s3_endpoint;    /* s3:// sources: an S3-compatible service, or NULL (AWS) */
 } cfs_range_config;
 
 /* Once per process, before any thread asks. */
 int cfs_range_global_init(const cfs_range_config *cfg, cfs_err *err);
+
+/* url is http://, https:// or s3://bucket/key (a GET signed as src/net/s3.c signs, with the
+ * environment's credentials; without any, unsigned: a public object). */
 
 /* What url is now: its size and version, from a one-byte range request. A server that answers
  * ranges with the whole file is refused (CFS_EREFUSED) with what to do. */

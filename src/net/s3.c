@@ -13,9 +13,22 @@ enum { S3_ATTEMPTS = 5 };
 struct cfs_s3 {
     const cfs_s3_config *cfg;
     cfs_http *http;
-    char sigv4[128];
-    char userpwd[520];
 };
+
+void cfs_s3_signing_set(const cfs_s3_config *cfg, const void *body, size_t len,
+                        cfs_s3_signing *out)
+{
+    snprintf(out->sigv4, sizeof out->sigv4, "aws:amz:%s:s3", cfg->region);
+    snprintf(out->userpwd, sizeof out->userpwd, "%s:%s", cfg->creds.access_key,
+             cfg->creds.secret_key);
+    char sha[CFS_SHA256_HEX];
+    cfs_sha256_hex(body ? body : "", body ? len : 0, sha);
+    snprintf(out->sha_line, sizeof out->sha_line, "x-amz-content-sha256: %s", sha);
+    out->token_line[0] = '\0';
+    if (cfg->creds.session_token[0])
+        snprintf(out->token_line, sizeof out->token_line, "x-amz-security-token: %s",
+                 cfg->creds.session_token);
+}
 
 cfs_s3 *cfs_s3_new(const cfs_s3_config *cfg, cfs_err *err)
 {
@@ -29,9 +42,6 @@ cfs_s3 *cfs_s3_new(const cfs_s3_config *cfg, cfs_err *err)
         return NULL;
     }
     s3->cfg = cfg;
-    snprintf(s3->sigv4, sizeof s3->sigv4, "aws:amz:%s:s3", cfg->region);
-    snprintf(s3->userpwd, sizeof s3->userpwd, "%s:%s", cfg->creds.access_key,
-             cfg->creds.secret_key);
     return s3;
 }
 
@@ -100,27 +110,22 @@ static int request(cfs_s3 *s3, const char *method, const char *bucket, const cha
     char *url = cfs_s3_object_url(s3->cfg, bucket, key, query);
     if (!url)
         return cfs_err_oom(err);
-    /* libcurl 7.88 signs the payload's SHA-256 but does not send it; S3 (and radosgw) need the
-     * x-amz-content-sha256 header, the same hash. */
-    char sha[CFS_SHA256_HEX], sha_line[100], type_line[160], token_line[4200];
-    cfs_sha256_hex(body ? body : "", body ? len : 0, sha);
-    snprintf(sha_line, sizeof sha_line, "x-amz-content-sha256: %s", sha);
-    const char *headers[4] = {sha_line};
+    cfs_s3_signing sign;
+    cfs_s3_signing_set(s3->cfg, body, len, &sign);
+    char type_line[160];
+    const char *headers[4] = {sign.sha_line};
     size_t n = 1;
     if (content_type) {
         snprintf(type_line, sizeof type_line, "Content-Type: %s", content_type);
         headers[n++] = type_line;
     }
-    if (s3->cfg->creds.session_token[0]) {
-        snprintf(token_line, sizeof token_line, "x-amz-security-token: %s",
-                 s3->cfg->creds.session_token);
-        headers[n++] = token_line;
-    }
+    if (sign.token_line[0])
+        headers[n++] = sign.token_line;
     headers[n] = NULL;
     cfs_http_request req = {
         .method = method, .url = url, .headers = headers, .body = body, .body_len = len,
         .range_start = range_start, .range_len = range_len,
-        .aws_sigv4 = s3->sigv4, .userpwd = s3->userpwd,
+        .aws_sigv4 = sign.sigv4, .userpwd = sign.userpwd,
     };
     int rc = cfs_http_perform(s3->http, &req, resp, err);
     if (rc < 0)

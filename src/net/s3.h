@@ -47,6 +47,19 @@ int cfs_s3_config_load(cfs_s3_config *cfg, const char *endpoint, cfs_err *err);
 char *cfs_s3_object_url(const cfs_s3_config *cfg, const char *bucket, const char *key,
                         const char *query);
 
+/* What a signed request needs besides its URL: libcurl's SigV4 parameters (CURLOPT_AWS_SIGV4,
+ * CURLOPT_USERPWD) and the headers S3 wants with them (libcurl 7.88 signs the payload's SHA-256
+ * but does not send it; S3 and radosgw need it as x-amz-content-sha256; a session's token). */
+typedef struct cfs_s3_signing {
+    char sigv4[128];
+    char userpwd[520];
+    char sha_line[100];
+    char token_line[4200];          /* "" if no session token */
+} cfs_s3_signing;
+/* The signing of a request on cfg carrying body (NULL: none) of len bytes. */
+void cfs_s3_signing_set(const cfs_s3_config *cfg, const void *body, size_t len,
+                        cfs_s3_signing *out);
+
 /* A client for one thread at a time: the configuration (not copied, must outlive it) and a
  * connection. */
 typedef struct cfs_s3 cfs_s3;
