@@ -91,6 +91,10 @@ bool cfs_format_needs_unpack(const char *path, const char **codec);
  * file's compression ("gzip", "bzip2", "xz": open it from its decompressed copy) or NULL. Only
  * those formats' probes are asked. */
 bool cfs_format_reads_whole(const char *path, const char **codec);
+/* True if the input at url is not read in parts but fetched whole first into the front end's
+ * work space (docs/design.md §11): one a reads_whole format bids on (an R object), or a
+ * compressed copy (cfs_format_needs_unpack). *codec as for those. */
+bool cfs_format_fetched_whole(const char *url, const char **codec);
 /* The length of name without the longest format extension it ends with (compared without
  * case), optionally followed by ".gz", ".bz2" or ".xz"; strlen(name) when it has none. */
 size_t cfs_format_stem_len(const char *name);

@@ -220,6 +220,11 @@ bool cfs_format_needs_unpack(const char *path, const char **codec)
     return needs;
 }
 
+bool cfs_format_fetched_whole(const char *url, const char **codec)
+{
+    return cfs_format_reads_whole(url, codec) || cfs_format_needs_unpack(url, codec);
+}
+
 bool cfs_format_reads_whole(const char *path, const char **codec)
 {
     *codec = NULL;
@@ -263,7 +268,9 @@ static int open_with(const cfs_format *f, const char *path, const char *part, cf
     return f->open_part(path, part, out, err);
 }
 
-/* Over a URL only inputs read in parts are read today (docs/design.md §11): the HDF5 ones. */
+/* Over a URL, inputs are read in parts (the HDF5 ones) or fetched whole first (R objects and
+ * compressed copies: cfs_format_fetched_whole, never opened here); others are refused
+ * (docs/design.md §11). */
 static const cfs_format *remote_refusal(const cfs_probe_input *in, const cfs_format *f,
                                         cfs_err *err)
 {
@@ -273,8 +280,9 @@ static const cfs_format *remote_refusal(const cfs_probe_input *in, const cfs_for
     const unsigned char *head = cfs_probe_head(in, &len);
     bool hdf5 = len >= 8 && memcmp(head, "\x89HDF\r\n\x1a\n", 8) == 0;
     if (f || !hdf5)     /* an HDF5 file nobody reads keeps the readers' reason */
-        cfs_err_setc(err, CFS_EREFUSED, "%s is not read over HTTP yet (only HDF5 inputs are: "
-                     "h5ad, loom, 10x .h5, .h5mu); download it and use the copy",
+        cfs_err_setc(err, CFS_EREFUSED, "%s is not read over HTTP yet (HDF5 inputs are: h5ad, "
+                     "loom, 10x .h5, .h5mu; and R objects and compressed copies, fetched "
+                     "whole); download it and use the copy",
                      f ? f->name : cfs_probe_compression(in) ? "a compressed copy"
                                                              : "this input");
     return NULL;

@@ -13,11 +13,15 @@ range requests through libcurl.
   plain-HTTP port: each one line naming the URL, within the timeout, no crash.
 - a server stopped mid-read gives EIO for that read, and the same read once it is back gives
   the export's bytes: never a wrong chunk.
+- inputs not read in parts (a Seurat .rds, a gzipped h5ad) are fetched whole, once, into the
+  work space (export) or the cache's (mount, counted against cache_size, fetched again when the
+  object changes): their stores equal the local file's export. A Zarr zip is refused.
 
 Needs nginx (Debian package `nginx`) and /dev/fuse; a missing one fails, never skips.
 """
 
 import errno
+import gzip
 import http.server
 import os
 import shutil
@@ -39,6 +43,8 @@ from nginx import Nginx, free_port
 
 PARITY = ["h5ad/csr_f32.h5ad", "loom/loompy3.loom", "tenx/cellranger7_features.h5",
           "mudata/citeseq.h5mu"]
+FETCHED = ["rds/seurat.rds", "compressed/csr_f32.h5ad.gz"]
+CHANGED = {"rds/seurat.rds": "rds/sce.rds", "compressed/csr_f32.h5ad.gz": "h5ad/categoricals.h5ad"}
 TIMEOUT = 3         # -o remote_timeout for the bad-input cases
 SLACK = 12          # seconds a refusal may take beyond it (process start, a worker, retries)
 
@@ -78,8 +84,10 @@ def requests_for(n, name):
     return len(lines), sum(sizes), statuses
 
 
-@pytest.mark.parametrize("rel", PARITY)
+@pytest.mark.parametrize("rel", PARITY + FETCHED)
 def test_export_of_url_equals_local_export(cfs, served, tmp_path, rel):
+    """HDF5 inputs read in parts; an R object and a gzipped h5ad cannot be: fetched once, whole,
+    into the export's work folder, then read from there. Either way the local file's export."""
     root, n = served
     name = Path(rel).name
     copy_fixture(rel, root / name)
@@ -90,8 +98,11 @@ def test_export_of_url_equals_local_export(cfs, served, tmp_path, rel):
     r2 = run_cfs(cfs, "export", local / name, tmp_path / "from_file")
     assert r1.returncode == r2.returncode == 0, describe(r1) + describe(r2)
     assert tree_bytes(tmp_path / "from_url") == tree_bytes(tmp_path / "from_file")
-    count, _, statuses = requests_for(n, name)
+    count, body, statuses = requests_for(n, name)
     assert count >= 1 and set(statuses) == {"206"}, statuses
+    if rel in FETCHED:      # the probes' first block, then the fetch: not block by block again
+        size = (root / name).stat().st_size
+        assert body <= 2 * size + (1 << 20), (body, size)
 
 
 def test_mount_folder_with_url_file(cfs, served, mounts, tmp_path):
@@ -342,8 +353,79 @@ def test_server_stopped_mid_read_gives_eio_then_the_right_bytes(cfs, served, mou
     assert got == (tmp_path / "out" / "big.zarr" / key).read_bytes()
 
 
-@pytest.mark.parametrize("rel", ["rds/frame.rds", "zarr_v3_zip/infozip_deflated.zarr.zip",
-                                 "compressed/categoricals.h5ad.xz"])
+
+
+@pytest.mark.parametrize("rel", FETCHED)
+def test_mounted_input_fetched_whole_equals_local_export(cfs, served, mounts, tmp_path, rel):
+    """Mounted (as a NAME.url file): fetched in the background into the cache's work space,
+    counted in it, byte for byte the export of the local file; a changed file is fetched
+    again."""
+    root, n = served
+    name = Path(rel).name
+    stem = "remote_" + name.split(".")[0]
+    ext = name[len(name.split(".")[0]):]
+    copy_fixture(rel, root / name)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / f"{stem}.url").write_text(n.url(name) + "\n")
+    local = tmp_path / "local"
+    local.mkdir()
+    copy_fixture(rel, local / (stem + ext))
+    r = run_cfs(cfs, "export", local / (stem + ext), tmp_path / "out")
+    assert r.returncode == 0, describe(r)
+    m = mounts(src, opts=["remote_poll=1"])
+    store = m.mnt / f"{stem}.zarr"
+    deadline = time.monotonic() + 60
+    while not store.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert tree_bytes(store) == tree_bytes(tmp_path / "out" / f"{stem}.zarr")
+    copies = list((m.cache / "unpacked").glob("*.copy"))
+    assert len(copies) == 1, copies
+    status = (m.mnt / "status.json").read_text()
+    assert n.url(name) in status
+
+    # another object under the same URL: fetched again, its store the new file's export
+    if name.endswith(".gz"):
+        (root / name).write_bytes(gzip.compress((FIXTURES_DIR / CHANGED[rel]).read_bytes()))
+    else:
+        copy_fixture(CHANGED[rel], root / name)
+    shutil.copyfile(root / name, local / (stem + ext))
+    r = run_cfs(cfs, "export", local / (stem + ext), tmp_path / "out2")
+    assert r.returncode == 0, describe(r)
+    want = tree_bytes(tmp_path / "out2" / f"{stem}.zarr")
+    got = None
+    deadline = time.monotonic() + 60
+    while got != want and time.monotonic() < deadline:
+        time.sleep(0.5)
+        try:
+            got = tree_bytes(store)
+        except OSError:
+            got = None
+    assert got == want
+    assert len(list((m.cache / "unpacked").glob("*.copy"))) == 1
+
+
+def test_fetched_copy_is_counted_against_cache_size(cfs, served, mounts, tmp_path):
+    """A fetched copy larger than the cache is refused with what to do, never half-kept."""
+    root, n = served
+    write_big_h5ad(tmp_path / "big.h5ad", n_obs=20000, n_vars=500, density=0.05)
+    (root / "big.h5ad.gz").write_bytes(gzip.compress((tmp_path / "big.h5ad").read_bytes(), 1))
+    assert (root / "big.h5ad.gz").stat().st_size > 2 << 20
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "big.url").write_text(n.url("big.h5ad.gz") + "\n")
+    m = mounts(src, opts=["cache_size=2M"])
+    deadline = time.monotonic() + 60
+    status = ""
+    while "cache_size" not in status and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = (m.mnt / "status.json").read_text()
+    assert "does not fit in the cache" in status and "cache_size" in status, status
+    assert not list((m.cache / "unpacked").iterdir())
+    assert not (m.mnt / "big.zarr").exists()
+
+
+@pytest.mark.parametrize("rel", ["zarr_v3_zip/infozip_deflated.zarr.zip"])
 def test_inputs_not_read_in_parts_are_refused_with_what_to_do(cfs, served, tmp_path, rel):
     root, n = served
     name = Path(rel).name

@@ -3,6 +3,8 @@ file, read by range GETs signed with SigV4 (src/net/s3.c's signing), against a r
 the session's single-node Ceph RADOS Gateway (tests/rgw.py). Objects are uploaded with the
 tests' own S3 client (rgw.S3, SigV4 from AWS's specification), never with cellucid-fs.
 
+A gzipped h5ad is fetched whole (signed the same way) and read from its copy.
+
 The oracles: the export of the same file read locally (byte for byte), and anndata reading the
 mounted store equal to anndata reading the file. A wrong key or a missing object is one line
 naming the URL.
@@ -28,7 +30,7 @@ def bucket(rgw_gateway):
     status, _, _ = s3.request("HEAD", BUCKET)
     if status != 200:
         s3.make_bucket(BUCKET)
-    for rel in ("h5ad/csr_f32.h5ad", "loom/loompy3.loom"):
+    for rel in ("h5ad/csr_f32.h5ad", "loom/loompy3.loom", "compressed/csr_f32.h5ad.gz"):
         status, _, body = s3.request("PUT", BUCKET, f"in/{Path(rel).name}",
                                      body=(FIXTURES_DIR / rel).read_bytes())
         assert status == 200, body
@@ -59,7 +61,8 @@ def local_export(cfs, rel, name, tmp_path):
     return local / name, tmp_path / "out"
 
 
-@pytest.mark.parametrize("rel", ["h5ad/csr_f32.h5ad", "loom/loompy3.loom"])
+@pytest.mark.parametrize("rel", ["h5ad/csr_f32.h5ad", "loom/loompy3.loom",
+                                 "compressed/csr_f32.h5ad.gz"])
 def test_export_of_s3_url_equals_local_export(cfs, bucket, creds, tmp_path, rel):
     name = Path(rel).name
     _, want = local_export(cfs, rel, name, tmp_path)

@@ -71,6 +71,25 @@ int cfs_remote_read(const char *url, const cfs_remote_info *version, uint64_t of
     return len ? noted(ops.read(ops.ctx, url, version, off, buf, len, err), err) : 0;
 }
 
+/* Bytes asked at a time by a fetch: each piece is one request, bounded by -o remote_timeout. */
+#define FETCH_PIECE ((uint64_t)16 << 20)
+
+int cfs_remote_fetch(const char *url, const cfs_remote_info *version, int fd,
+                     cfs_remote_grow grow, void *grow_ctx, cfs_err *err)
+{
+    cfs_remote_ops ops = ops_now();
+    if (!ops.fetch)
+        return cfs_err_setc(err, CFS_EREFUSED, "%s: URLs are not fetched here", url);
+    int rc = 0;
+    for (uint64_t at = 0; rc == 0 && at < version->size; at += FETCH_PIECE) {
+        uint64_t len = version->size - at < FETCH_PIECE ? version->size - at : FETCH_PIECE;
+        rc = noted(ops.fetch(ops.ctx, url, version, at, (size_t)len, fd, err), err);
+        if (rc == 0 && grow)
+            rc = grow(grow_ctx, at + len, version->size, err);
+    }
+    return rc;
+}
+
 /* FNV-1a: the version string as an inode number. */
 static uint64_t hash_of(const char *s)
 {

@@ -30,6 +30,10 @@ typedef struct cfs_remote_ops {
     int (*read)(void *ctx, const char *url, const cfs_remote_info *version, uint64_t off,
                 void *buf, size_t len, cfs_err *err);
     void *ctx;
+    /* As read, but written to fd at off, past any kept blocks: an object fetched whole into a
+     * file (§11) is not kept twice. NULL: not here (a reader worker). */
+    int (*fetch)(void *ctx, const char *url, const cfs_remote_info *version, uint64_t off,
+                 size_t len, int fd, cfs_err *err);
 } cfs_remote_ops;
 
 /* Bytes per block of a remote object: what is fetched and kept at a time (the daemon keeps
@@ -45,6 +49,12 @@ void cfs_remote_set_ops(const cfs_remote_ops *ops);
 int cfs_remote_info_of(const char *url, cfs_remote_info *out, cfs_err *err);
 int cfs_remote_read(const char *url, const cfs_remote_info *version, uint64_t off, void *buf,
                     size_t len, cfs_err *err);
+
+/* Writes the whole of the version of url into fd (from its offset 0), in pieces, telling
+ * grow (may be NULL; non-zero stops it) the bytes written so far. */
+typedef int (*cfs_remote_grow)(void *ctx, uint64_t written, uint64_t total, cfs_err *err);
+int cfs_remote_fetch(const char *url, const cfs_remote_info *version, int fd,
+                     cfs_remote_grow grow, void *grow_ctx, cfs_err *err);
 
 /* Whether a read of a URL failed on this thread since the last clear for a reason that may pass
  * (the server unreachable, a broken transfer, the object changed under the read): a reader

@@ -28,11 +28,14 @@ void cfs_prepared_refuse(cfs_prepared *p, const char *reason)
     p->embedding = NULL;
 }
 
-/* Opens the decompressed copy of the source (compressed with codec) that the front end keeps;
- * the dataset's source is the one given. */
+/* Opens the decompressed copy of the source (compressed with codec) that the front end keeps,
+ * or a URL's fetched copy; the dataset's source is the one given. */
 static int open_copy(cfs_prepared *p, const cfs_options *opts, const char *codec,
                      const cfs_isolation *iso, cfs_err *err)
 {
+    if (!opts->unpack.copy && cfs_is_url(p->source))
+        return cfs_err_setc(err, CFS_EREFUSED, "an input read whole, which this command does "
+                            "not fetch; download it first");
     if (!opts->unpack.copy)
         return cfs_err_setc(err, CFS_EREFUSED, "a %s-compressed copy, which this command does "
                             "not decompress; decompress it first", codec);
@@ -59,12 +62,15 @@ static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
 {
     const char *codec = NULL;
     cfs_isolation iso = cfs_options_isolation(opts);
-    bool remote = cfs_is_url(p->source);  /* no copies of URLs yet: §11 */
-    if (!remote && opts->unpack.copy && cfs_format_reads_whole(p->source, &codec)) {
-        if (opts->unpack.defer && opts->unpack.defer(opts->unpack.ctx, p->source))
+    bool remote = cfs_is_url(p->source);
+    /* A URL not read in parts is fetched once into the work space (§11), in the background. */
+    bool fetched = remote && cfs_format_fetched_whole(p->source, &codec);
+    if (fetched || (!remote && opts->unpack.copy && cfs_format_reads_whole(p->source, &codec))) {
+        if (opts->unpack.copy && opts->unpack.defer && opts->unpack.defer(opts->unpack.ctx,
+                                                                          p->source))
             return cfs_err_setc(err, CFS_ERETRY, "opened in the background once the mount is "
                                 "up");
-        if (codec)
+        if (codec || fetched)
             return open_copy(p, opts, codec, &iso, err);
     }
     /* Most sources open as they are: only a refused one is probed again for a compressed copy,

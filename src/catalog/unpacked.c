@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "probe.h"
+#include "remote.h"
 #include "strfmt.h"
 #include "unpack.h"
 
@@ -80,6 +81,32 @@ static int unpack_inner(const char *tmp, writer *w, cfs_err *err)
     return rc;
 }
 
+static int fetched(void *ctx, uint64_t written, uint64_t total, cfs_err *err)
+{
+    writer *w = ctx;
+    cfs_progress_note(w->progress, "fetching", total ? (double)written / (double)total : 1);
+    return w->grow ? w->grow(w->grow_ctx, written, err) : 0;
+}
+
+/* Fetches the URL source whole into a new file at path (streaming, piece by piece). */
+static int fetch_into(const char *source, const char *path, writer *w, cfs_err *err)
+{
+    cfs_remote_info version;
+    if (cfs_remote_info_of(source, &version, err) < 0)
+        return -1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return cfs_err_errno(err, errno, "cannot create %s", path);
+    cfs_progress_begin(w->progress, "fetching");
+    int rc = cfs_remote_fetch(source, &version, fd, fetched, w, err);
+    cfs_progress_end(w->progress, "fetching");
+    if (close(fd) < 0 && rc == 0)
+        rc = cfs_err_errno(err, errno, "cannot write its fetched copy");
+    if (rc < 0)
+        unlink(path);
+    return rc;
+}
+
 int cfs_unpacked_write(const char *source, const char *codec, const char *dest,
                        cfs_progress *progress, cfs_unpacked_grow grow, void *grow_ctx,
                        cfs_err *err)
@@ -88,8 +115,11 @@ int cfs_unpacked_write(const char *source, const char *codec, const char *dest,
     char *tmp = cfs_strdupf("%s.tmp-%ld", dest, (long)getpid());
     if (!tmp)
         return cfs_err_oom(err);
+    /* A URL: fetched first, then its layers peeled like a compressed copy's inner ones. */
+    int rc = cfs_is_url(source) ? fetch_into(source, tmp, &w, err) : 0;
     cfs_progress_begin(progress, "decompressing");
-    int rc = unpack_into(source, codec, tmp, &w, err);
+    if (rc == 0 && !cfs_is_url(source))
+        rc = unpack_into(source, codec, tmp, &w, err);
     if (rc == 0)
         rc = unpack_inner(tmp, &w, err);
     if (rc == 0 && rename(tmp, dest) < 0)

@@ -14,7 +14,9 @@ typedef int (*cfs_unpacked_grow)(void *ctx, uint64_t written, cfs_err *err);
 /* Decompresses source (compressed with codec) into dest, and again while what comes out is
  * itself compressed (up to 3 layers: a .rds.gz of a gzip-compressed .rds): into a temporary
  * name beside it, then renamed, so dest is only ever a whole copy. progress (may be NULL) shows "decompressing";
- * grow (may be NULL) hears the bytes written so far (to count them against a bound). */
+ * grow (may be NULL) hears the bytes written so far (to count them against a bound). A URL
+ * source (cfs_is_url) is fetched whole first ("fetching", counted by grow too), then
+ * decompressed while what came is compressed (codec unused; none compressed: the plain copy). */
 int cfs_unpacked_write(const char *source, const char *codec, const char *dest,
                        cfs_progress *progress, cfs_unpacked_grow grow, void *grow_ctx,
                        cfs_err *err);

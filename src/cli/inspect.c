@@ -198,16 +198,17 @@ static void detected_format(const char *path, char *name, size_t len)
 }
 
 /* A compressed copy a format reads only from disk, or a compressed input of a format that
- * reads it whole (R's), is decompressed into a temporary folder, removed again by close_input. */
+ * reads it whole (R's), is decompressed into a temporary folder, removed again by close_input;
+ * a URL not read in parts is fetched there first (§11). */
 static int open_input(const char *path, cfs_dataset **ds, char *tmpdir, size_t len,
                       cfs_reader_fault *fault, cfs_err *err)
 {
     const char *codec = NULL;
     tmpdir[0] = '\0';
     /* a compressed R file too: from its copy, its large vectors are not held in memory */
-    bool from_copy = !cfs_is_url(path) &&     /* no copies of URLs yet: §11 */
-                     ((cfs_format_reads_whole(path, &codec) && codec) ||
-                      cfs_format_needs_unpack(path, &codec));
+    bool from_copy = cfs_is_url(path) ? cfs_format_fetched_whole(path, &codec)
+                                      : (cfs_format_reads_whole(path, &codec) && codec) ||
+                                        cfs_format_needs_unpack(path, &codec);
     if (!from_copy)
         return open_isolated(path, ds, fault, err);
     const char *tmp = getenv("TMPDIR");

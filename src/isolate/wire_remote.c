@@ -107,7 +107,7 @@ void cfs_wire_remote_ask_over(int fd)
 {
     static int asked_fd;
     asked_fd = fd;
-    cfs_remote_ops ops = {ask_info, ask_read, &asked_fd};
+    cfs_remote_ops ops = {ask_info, ask_read, &asked_fd, NULL};  /* fetches: the daemon's */
     cfs_remote_set_ops(&ops);
 }
 

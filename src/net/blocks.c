@@ -214,6 +214,21 @@ static int remote_read(void *ctx, const char *name, const cfs_remote_info *v, ui
     return rc;
 }
 
+/* A piece of an object fetched whole: straight to its file, not through the blocks. */
+static int remote_fetch(void *ctx, const char *name, const cfs_remote_info *v, uint64_t off,
+                        size_t len, int fd, cfs_err *err)
+{
+    (void)ctx;
+    char *url = cfs_url_target(name);
+    if (!url)
+        return cfs_err_oom(err);
+    int rc = cfs_range_fetch(url, v, off, len, fd, err);
+    if (rc < 0)
+        cfs_err_prefix(err, "%s", url);
+    free(url);
+    return rc;
+}
+
 int cfs_blocks_start(const cfs_blocks_config *cfg, cfs_err *err)
 {
     if (cfs_range_global_init(&cfg->http, err) < 0)
@@ -223,7 +238,7 @@ int cfs_blocks_start(const cfs_blocks_config *cfg, cfs_err *err)
     if (!blocks.cfg.block_size)
         blocks.cfg.block_size = CFS_BLOCK_SIZE;
     pthread_mutex_unlock(&blocks.lock);
-    cfs_remote_ops ops = {remote_info, remote_read, NULL};
+    cfs_remote_ops ops = {remote_info, remote_read, NULL, remote_fetch};
     cfs_remote_set_ops(&ops);
     return 0;
 }

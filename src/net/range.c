@@ -2,6 +2,7 @@
 #include "s3.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Handles kept for reuse, so their connections (and TLS sessions) are too. */
 #define KEPT_HANDLES 16
@@ -69,10 +71,14 @@ static void handle_give(CURL *c)
 }
 
 /* One answer: its last response's status and headers (a redirect's are replaced by the next
- * response's), and its body, at most want bytes (more is an error: overflow). */
+ * response's), and its body, at most want bytes (more is an error: overflow), into body or,
+ * with fd >= 0, written to fd at fd_off. */
 typedef struct answer {
     char *body;
+    int fd;
+    uint64_t fd_off;
     size_t want, got;
+    bool write_failed;
     bool overflow;
     char etag[200], last_modified[64], content_range[128];
     bool ranges_none;
@@ -118,7 +124,18 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
         a->overflow = true;
         return 0;               /* stops the transfer */
     }
-    memcpy(a->body + a->got, data, len);
+    if (a->fd < 0) {
+        memcpy(a->body + a->got, data, len);
+    } else {
+        for (size_t done = 0; done < len;) {
+            ssize_t n = pwrite(a->fd, data + done, len - done, (off_t)(a->fd_off + a->got + done));
+            if (n <= 0) {
+                a->write_failed = true;
+                return 0;
+            }
+            done += (size_t)n;
+        }
+    }
     a->got += len;
     return len;
 }
@@ -338,6 +355,10 @@ static int get_range(const char *url, uint64_t first, uint64_t last, const char 
         curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
         handle_give(c);
         bool retry;
+        if (cc == CURLE_WRITE_ERROR && a->write_failed) {
+            rc = cfs_err_errno(err, errno, "cannot write what was fetched");
+            break;
+        }
         if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && a->overflow)) {
             if (*status == 206 || *status == 200 || *status == 416) {
                 rc = 0;         /* the caller checks what came */
@@ -392,7 +413,7 @@ static const char *refused_ranges =
 int cfs_range_info(const char *url, cfs_remote_info *out, cfs_err *err)
 {
     char byte[1];
-    answer a = {.body = byte, .want = 1};
+    answer a = {.body = byte, .fd = -1, .want = 1};
     long status = 0;
     if (get_range(url, 0, 0, NULL, &a, &status, err) < 0)
         return -1;
@@ -433,33 +454,48 @@ static bool same_version(const answer *a, const cfs_remote_info *v)
     return true;
 }
 
-int cfs_range_read(const char *url, const cfs_remote_info *version, uint64_t off, void *buf,
-                  size_t len, cfs_err *err)
+/* The bytes off..off+len-1 of the version of url into a (its sink set), checked. */
+static int read_checked(const char *url, const cfs_remote_info *version, uint64_t off,
+                        size_t len, answer *a, cfs_err *err)
 {
     /* If-Match compares strongly: a weak ETag (W/"...") never matches, so it is checked on the
      * answer only. */
     const char *etag = strncmp(version->version, "etag:", 5) == 0 ? version->version + 5 : NULL;
     const char *if_match = etag && strncmp(etag, "W/", 2) != 0 ? etag : NULL;
-    answer a = {.body = buf, .want = len};
+    a->want = len;
     long status = 0;
-    if (get_range(url, off, off + len - 1, if_match, &a, &status, err) < 0)
+    if (get_range(url, off, off + len - 1, if_match, a, &status, err) < 0)
         return -1;
     uint64_t first = 0, last = 0, total = 0;
     bool known = false;
     if (status != 206)
         return cfs_err_setc(err, CFS_EIO, "%s", status == 200 ? refused_ranges
                                                              : "the server refused the range");
-    if (!parse_content_range(a.content_range, &first, &last, &total, &known) || first != off ||
+    if (!parse_content_range(a->content_range, &first, &last, &total, &known) || first != off ||
         last != off + len - 1)
         return cfs_err_setc(err, CFS_EIO, "the server answered another range than asked "
-                            "(\"%s\" for %llu-%llu)", a.content_range, (unsigned long long)off,
+                            "(\"%s\" for %llu-%llu)", a->content_range, (unsigned long long)off,
                             (unsigned long long)(off + len - 1));
-    if ((known && total != version->size) || !same_version(&a, version))
+    if ((known && total != version->size) || !same_version(a, version))
         return cfs_err_setc(err, CFS_EIO, "the file changed on the server while it was read; "
                             "its new version is served once it is laid out again");
-    if (a.overflow || a.got != len)
+    if (a->overflow || a->got != len)
         return cfs_err_setc(err, CFS_EIO, "the server sent %s bytes than the %zu asked for "
                             "(a truncated body or a false Content-Length)",
-                            a.overflow ? "more" : "fewer", len);
+                            a->overflow ? "more" : "fewer", len);
     return 0;
+}
+
+int cfs_range_read(const char *url, const cfs_remote_info *version, uint64_t off, void *buf,
+                  size_t len, cfs_err *err)
+{
+    answer a = {.body = buf, .fd = -1};
+    return read_checked(url, version, off, len, &a, err);
+}
+
+int cfs_range_fetch(const char *url, const cfs_remote_info *version, uint64_t off, size_t len,
+                    int fd, cfs_err *err)
+{
+    answer a = {.fd = fd, .fd_off = off};
+    return read_checked(url, version, off, len, &a, err);
 }

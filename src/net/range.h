@@ -34,6 +34,11 @@ int cfs_range_info(const char *url, cfs_remote_info *out, cfs_err *err);
 int cfs_range_read(const char *url, const cfs_remote_info *version, uint64_t off, void *buf,
                   size_t len, cfs_err *err);
 
+/* The same, written to fd at off (pwrite) instead of into memory: a piece of an object fetched
+ * whole into a file (§11). */
+int cfs_range_fetch(const char *url, const cfs_remote_info *version, uint64_t off, size_t len,
+                    int fd, cfs_err *err);
+
 /* Requests sent and body bytes received since the start (for bench and status). */
 void cfs_range_counts(uint64_t *requests, uint64_t *bytes);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "remote.h"
 #include "strfmt.h"
 #include "unpacked.h"
 
@@ -204,7 +205,7 @@ int cfs_copies_get(cfs_copies *c, const char *source, const char *codec, cfs_pro
     if (!ready)
         return cfs_err_setc(err, CFS_ERETRY, "decompressed once the mount is up");
     struct stat src, st;
-    if (stat(source, &src) < 0)
+    if (cfs_source_stat(source, &src) < 0)
         return cfs_err_errno(err, errno, "cannot be read");
     char *name = copy_name(source, &src);
     *path = name ? cfs_strdupf("%s/%s", c->dir, name) : NULL;
@@ -251,7 +252,7 @@ void cfs_copies_prune(cfs_copies *c, const cfs_source_list *sources)
     char **keep = calloc(sources->n + 1, sizeof *keep);
     for (size_t i = 0; keep && i < sources->n; i++) {
         struct stat st;
-        if (stat(sources->paths[i], &st) == 0)
+        if (cfs_source_stat(sources->paths[i], &st) == 0)
             keep[i] = copy_name(sources->paths[i], &st);
     }
     DIR *d = keep ? opendir(c->dir) : NULL;

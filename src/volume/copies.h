@@ -1,6 +1,7 @@
 /*
- * The mount's decompressed copies of compressed sources (x.h5ad.gz): files in the cache
- * folder's unpacked/, one per source version, kept across mounts (a remount of the same version
+ * The mount's decompressed copies of compressed sources (x.h5ad.gz), and the fetched copies of
+ * URLs not read in parts (docs/design.md §11): files in the cache folder's unpacked/, one per
+ * source version (a URL's: cfs_source_stat), kept across mounts (a remount of the same version
  * opens the copy again instead of decompressing) and counted against the cache's bound for as
  * long as they exist. A copy is written whole or not at all; a cache too small for it is a
  * clear error, never a half file.
