@@ -22,6 +22,7 @@ Needs nginx (Debian package `nginx`) and /dev/fuse; a missing one fails, never s
 
 import errno
 import gzip
+import json
 import http.server
 import os
 import shutil
@@ -353,6 +354,20 @@ def test_server_stopped_mid_read_gives_eio_then_the_right_bytes(cfs, served, mou
     assert got == (tmp_path / "out" / "big.zarr" / key).read_bytes()
 
 
+
+
+@pytest.mark.parametrize("rel", FETCHED)
+def test_inspect_of_url_fetched_whole(cfs, served, tmp_path, rel):
+    root, n = served
+    name = Path(rel).name
+    copy_fixture(rel, root / name)
+    r = run_cfs(cfs, "inspect", "--json", n.url(name))
+    l = run_cfs(cfs, "inspect", "--json", FIXTURES_DIR / rel)
+    assert r.returncode == l.returncode == 0, describe(r) + describe(l)
+    got, want = json.loads(r.stdout)["files"][0], json.loads(l.stdout)["files"][0]
+    assert got["refused"] is None, got
+    for k in ("format", "version", "n_obs", "n_vars", "X", "obs"):
+        assert got[k] == want[k], (k, got, want)
 
 
 @pytest.mark.parametrize("rel", FETCHED)

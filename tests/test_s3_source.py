@@ -10,6 +10,7 @@ mounted store equal to anndata reading the file. A wrong key or a missing object
 naming the URL.
 """
 
+import json
 import shutil
 import subprocess
 import time
@@ -113,6 +114,38 @@ def test_wrong_secret_is_one_line_naming_the_url(cfs, bucket, creds, monkeypatch
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
     url = f"s3://{BUCKET}/in/csr_f32.h5ad"
     r = cfs_run(cfs, "export", "-o", f"s3_endpoint={bucket.endpoint}", url, tmp_path / "out")
+    _one_line(r, url, "403")
+
+
+PUBLIC = "cellucid-public-sources"
+
+
+def test_public_object_is_read_without_credentials(cfs, bucket, monkeypatch, tmp_path):
+    """No credentials anywhere: the requests go unsigned, as a public object wants."""
+    s3 = bucket.s3()
+    status, _, _ = s3.request("HEAD", PUBLIC)
+    if status != 200:
+        s3.make_bucket(PUBLIC)
+    policy = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"AWS": ["*"]}, "Action": ["s3:GetObject"],
+        "Resource": [f"arn:aws:s3:::{PUBLIC}/*"]}]}
+    status, _, body = s3.request("PUT", PUBLIC, query="policy", body=json.dumps(policy).encode())
+    assert status in (200, 204), body
+    status, _, body = s3.request("PUT", PUBLIC, "csr_f32.h5ad",
+                                 body=(FIXTURES_DIR / "h5ad/csr_f32.h5ad").read_bytes())
+    assert status == 200, body
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))               # no ~/.aws/credentials
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "")
+    _, want = local_export(cfs, "h5ad/csr_f32.h5ad", "csr_f32.h5ad", tmp_path)
+    r = cfs_run(cfs, "export", "-o", f"s3_endpoint={bucket.endpoint}",
+                f"s3://{PUBLIC}/csr_f32.h5ad", tmp_path / "from_s3")
+    assert r.returncode == 0, describe(r)
+    assert tree_bytes(tmp_path / "from_s3") == tree_bytes(want)
+    # the private bucket says no to an unsigned request: one line naming the URL
+    url = f"s3://{BUCKET}/in/csr_f32.h5ad"
+    r = cfs_run(cfs, "export", "-o", f"s3_endpoint={bucket.endpoint}", url, tmp_path / "out2")
     _one_line(r, url, "403")
 
 
