@@ -78,7 +78,7 @@ typedef struct answer {
     int fd;
     uint64_t fd_off;
     size_t want, got;
-    bool write_failed;
+    int write_errno;            /* a write to fd failed: why */
     bool overflow;
     char etag[200], last_modified[64], content_range[128];
     bool ranges_none;
@@ -130,7 +130,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
         for (size_t done = 0; done < len;) {
             ssize_t n = pwrite(a->fd, data + done, len - done, (off_t)(a->fd_off + a->got + done));
             if (n <= 0) {
-                a->write_failed = true;
+                a->write_errno = n < 0 ? errno : EIO;
                 return 0;
             }
             done += (size_t)n;
@@ -355,8 +355,8 @@ static int get_range(const char *url, uint64_t first, uint64_t last, const char 
         curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
         handle_give(c);
         bool retry;
-        if (cc == CURLE_WRITE_ERROR && a->write_failed) {
-            rc = cfs_err_errno(err, errno, "cannot write what was fetched");
+        if (cc == CURLE_WRITE_ERROR && a->write_errno) {
+            rc = cfs_err_errno(err, a->write_errno, "cannot write what was fetched");
             break;
         }
         if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && a->overflow)) {
