@@ -1,7 +1,6 @@
 #include "zarr_zipsource.h"
 #include "remote.h"
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +10,7 @@ struct zr_zipsource {
     cfs_remote_info info;
     zip_uint64_t pos;
     zip_error_t error;
-    pthread_mutex_t lock;       /* failed and why: read under the backend's lock, but kept apart */
-    bool failed;
+    bool failed;                /* and why: set and taken under the backend's lock */
     cfs_err why;
 };
 
@@ -20,10 +18,8 @@ static zip_int64_t fail(zr_zipsource *s, int ze, const cfs_err *why)
 {
     zip_error_set(&s->error, ze, 0);
     if (why) {
-        pthread_mutex_lock(&s->lock);
         s->failed = true;
         s->why = *why;
-        pthread_mutex_unlock(&s->lock);
     }
     return -1;
 }
@@ -76,7 +72,6 @@ static zip_int64_t callback(void *user, void *data, zip_uint64_t len, zip_source
         return zip_error_to_data(&s->error, data, len);
     case ZIP_SOURCE_FREE:
         zip_error_fini(&s->error);
-        pthread_mutex_destroy(&s->lock);
         free(s->url);
         free(s);
         return 0;
@@ -105,7 +100,6 @@ int zr_zipsource_open(const char *url, zip_source_t **out, zr_zipsource **state,
         return -1;
     }
     zip_error_init(&s->error);
-    pthread_mutex_init(&s->lock, NULL);
     zip_error_t ze;
     zip_error_init(&ze);
     zip_source_t *src = zip_source_function_create(callback, s, &ze);
@@ -121,11 +115,9 @@ int zr_zipsource_open(const char *url, zip_source_t **out, zr_zipsource **state,
 
 bool zr_zipsource_failure(zr_zipsource *s, cfs_err *err)
 {
-    pthread_mutex_lock(&s->lock);
     bool failed = s->failed;
     if (failed)
         *err = s->why;
     s->failed = false;
-    pthread_mutex_unlock(&s->lock);
     return failed;
 }
