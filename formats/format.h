@@ -29,6 +29,9 @@ typedef struct cfs_format {
     bool folders;
     /* The container its files are (e.g. "HDF5"), for "not an HDF5 file" messages; or NULL. */
     const char *container;
+    /* True if it reads its inputs given as URLs (§11) other than HDF5 files, which are read
+     * over HTTP by their driver whatever the format. */
+    bool reads_urls;
     /* Folder names that say nothing of the data (Cell Ranger's "outs"): an input so named takes
      * the name of the folder holding it. NULL-terminated, or NULL. */
     const char *const *unnamed_folders;

@@ -91,6 +91,10 @@ static int open_url(cfs_probe_input *in, cfs_err *err)
     if (!(in->url_name = cfs_url_name(in->path)))
         return cfs_err_oom(err);
     in->name = in->url_name;
+    if (cfs_url_is_folder(in->path)) {
+        in->is_dir = true;      /* read key by key by the formats that read folder URLs */
+        return 0;
+    }
     if (cfs_remote_info_of(in->path, &in->info, err) < 0)
         return -1;
     in->size = in->info.size;

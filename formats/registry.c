@@ -268,21 +268,22 @@ static int open_with(const cfs_format *f, const char *path, const char *part, cf
     return f->open_part(path, part, out, err);
 }
 
-/* Over a URL, inputs are read in parts (the HDF5 ones) or fetched whole first (R objects and
- * compressed copies: cfs_format_fetched_whole, never opened here); others are refused
- * (docs/design.md §11). */
+/* Over a URL, inputs are read in parts (the HDF5 ones, and the formats that read URLs: Zarr
+ * stores) or fetched whole first (R objects and compressed copies: cfs_format_fetched_whole,
+ * never opened here); others are refused (docs/design.md §11). */
 static const cfs_format *remote_refusal(const cfs_probe_input *in, const cfs_format *f,
                                         cfs_err *err)
 {
-    if (f && f->container && strcmp(f->container, "HDF5") == 0)
+    if (f && (f->reads_urls || (f->container && strcmp(f->container, "HDF5") == 0)))
         return f;
     size_t len;
     const unsigned char *head = cfs_probe_head(in, &len);
     bool hdf5 = len >= 8 && memcmp(head, "\x89HDF\r\n\x1a\n", 8) == 0;
     if (f || !hdf5)     /* an HDF5 file nobody reads keeps the readers' reason */
-        cfs_err_setc(err, CFS_EREFUSED, "%s is not read over HTTP yet (HDF5 inputs are: h5ad, "
-                     "loom, 10x .h5, .h5mu; and R objects and compressed copies, fetched "
-                     "whole); download it and use the copy",
+        cfs_err_setc(err, CFS_EREFUSED, "%s is not read over HTTP yet (HDF5 inputs and Zarr "
+                     "stores are: h5ad, loom, 10x .h5, .h5mu, .zarr.zip, consolidated .zarr "
+                     "folders; and R objects and compressed copies, fetched whole); download it "
+                     "and use the copy",
                      f ? f->name : cfs_probe_compression(in) ? "a compressed copy"
                                                              : "this input");
     return NULL;

@@ -42,6 +42,7 @@ http {{
         listen 127.0.0.1:{port};
         root {root};
         autoindex off;
+{server_extra}
         # the CORS rules of the README's nginx recipe ("Serving a mount"), which
         # tests/test_js_clients.py checks from a page of another origin in Chromium
         location / {{
@@ -77,11 +78,13 @@ def free_port():
 class Nginx:
     """nginx serving `root` (a folder, e.g. a mount point) on 127.0.0.1:self.port."""
 
-    def __init__(self, root, workdir, http_extra=""):
+    def __init__(self, root, workdir, http_extra="", server_extra=""):
         """http_extra: directives added to the http block (bench/bench_soak.py: `aio threads;`,
-        so that one process serves many clients while reads of the mount block)."""
+        so that one process serves many clients while reads of the mount block); server_extra:
+        to the server block (test_remote.py: a `location` answering 403)."""
         self.root = Path(root)
         self.http_extra = http_extra
+        self.server_extra = server_extra
         self.dir = Path(workdir)
         self.proc = None
         self.port = None
@@ -99,7 +102,8 @@ class Nginx:
             self.port = free_port()
             conf = self.dir / "nginx.conf"
             conf.write_text(CONF.format(d=self.dir, port=self.port, root=self.root,
-                                        http_extra=self.http_extra))
+                                        http_extra=self.http_extra,
+                                        server_extra=self.server_extra))
             out = open(self.dir / "stdout.log", "ab")
             self.proc = subprocess.Popen(
                 [binary, "-p", str(self.dir), "-c", str(conf), "-e", str(self.dir / "error.log")],

@@ -1105,6 +1105,7 @@ const cfs_format cfs_format_zarr = {
     .summary = "AnnData Zarr v2 and v3 stores (.zarr folders, .zarr.zip; anndata 0.7 and later)",
     .extensions = zarr_extensions,
     .folders = true,
+    .reads_urls = true,
     .probe = zarr_probe,
     .open = zarr_open,
     .explain = zarr_explain,

@@ -1,12 +1,14 @@
 /*
- * A Zarr store's keys in a folder or a zip (see zarr_backend.h). A zip is opened once with
- * libzip (read-only, without ZIP_CHECKCONS, which refuses ZipStore's duplicate names); its
- * entry names are indexed here, sorted, the last entry of a name winning. libzip's archive
- * handle is not safe for concurrent use, so reads of one zip take its lock.
+ * A Zarr store's keys in a folder or a zip, local or URLs (see zarr_backend.h). A zip is opened
+ * once with libzip (read-only, without ZIP_CHECKCONS, which refuses ZipStore's duplicate
+ * names); its entry names are indexed here, sorted, the last entry of a name winning. libzip's
+ * archive handle is not safe for concurrent use, so reads of one zip take its lock.
  */
 #include "zarr_backend.h"
 #include "path.h"
+#include "remote.h"
 #include "strlist.h"
+#include "zarr_zipsource.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,9 +31,11 @@ typedef struct zentry {
 } zentry;
 
 struct zr_backend {
+    char *url;        /* folder URL: as given */
     char *root;       /* folder: as given */
     char *real_root;  /* folder: resolved, for the symlink check */
     zip_t *zip;
+    zr_zipsource *remote_zip; /* a zip URL's source: why its reads failed */
     pthread_mutex_t lock;
     zentry *entries;  /* sorted by name, one per name */
     size_t nentries;
@@ -138,6 +142,65 @@ static int folder_dirs(const zr_backend *b, const char *prefix, cfs_strlist *out
     }
     free(dir);
     return rc < 0 ? cfs_err_oom(err) : 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* folder URL: each key GET'd from URL/KEY, through the process's reader of URLs (remote.h) */
+
+/* A key the server does not have (404, 410) is none: a chunk not written, its fill value, as
+ * zarr-python takes it. Any other failure is an error naming the key's URL, never a fill. */
+static int url_read(const zr_backend *b, const char *key, unsigned char **data, size_t *len,
+                    cfs_err *err)
+{
+    char *url = cfs_url_child(b->url, key);
+    if (!url)
+        return cfs_err_oom(err);
+    cfs_remote_info info;
+    unsigned char *buf = NULL;
+    int rc = cfs_remote_info_of(url, &info, err);
+    if (rc < 0 && err->status == CFS_ENOTFOUND)
+        rc = 0;
+    else if (rc < 0)
+        rc = cfs_err_prefix(err, "%s", url);
+    else if (info.size > ZR_MAX_FILE)
+        rc = cfs_err_setc(err, CFS_EDAMAGED, "%s is %llu bytes, more than a chunk may be", url,
+                          (unsigned long long)info.size);
+    else if (!(buf = malloc(info.size ? (size_t)info.size : 1)))
+        rc = cfs_err_oom(err);
+    else if (cfs_remote_read(url, &info, 0, buf, (size_t)info.size, err) < 0)
+        rc = cfs_err_prefix(err, "%s", url);
+    else
+        rc = 1;
+    free(url);
+    if (rc <= 0) {
+        free(buf);
+        return rc;
+    }
+    *data = buf;
+    *len = (size_t)info.size;
+    return 1;
+}
+
+/* A folder URL is read from its consolidated metadata, which lists its nodes: HTTP has no
+ * listing of a folder. */
+static int url_open(zr_backend *b, const char *url, cfs_err *err)
+{
+    if (!(b->url = strdup(url)))
+        return cfs_err_oom(err);
+    char *meta = cfs_url_child(url, ".zmetadata");
+    if (!meta)
+        return cfs_err_oom(err);
+    cfs_remote_info info;
+    int rc = cfs_remote_info_of(meta, &info, err);
+    if (rc < 0 && err->status == CFS_ENOTFOUND)
+        rc = cfs_err_setc(err, CFS_EREFUSED, "%s is not there: over HTTP a Zarr folder is read "
+                          "from its consolidated metadata (Zarr v2's .zmetadata), since HTTP "
+                          "does not list folders; consolidate the store "
+                          "(zarr.consolidate_metadata) or serve it zipped (.zarr.zip)", meta);
+    else if (rc < 0)
+        rc = cfs_err_prefix(err, "%s", meta);
+    free(meta);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -260,10 +323,39 @@ static int zip_index(zr_backend *b, cfs_err *err)
     return 0;
 }
 
+/* The archive at path, or at a URL through a source of its own (only what libzip reads of it
+ * is fetched). */
+static zip_t *zip_open_any(zr_backend *b, const char *path, int *ze, cfs_err *err)
+{
+    if (!cfs_is_url(path))
+        return zip_open(path, ZIP_RDONLY, ze);
+    zip_source_t *src;
+    if (zr_zipsource_open(path, &src, &b->remote_zip, err) < 0)
+        return NULL;
+    zip_error_t e;
+    zip_error_init(&e);
+    zip_t *z = zip_open_from_source(src, ZIP_RDONLY, &e);
+    *ze = zip_error_code_zip(&e);
+    zip_error_fini(&e);
+    if (!z) {
+        cfs_err why;
+        if (zr_zipsource_failure(b->remote_zip, &why))
+            *err = why;
+        else
+            err->status = CFS_OK;
+        zip_source_free(src);
+        b->remote_zip = NULL;
+    }
+    return z;
+}
+
 static int zip_open_store(zr_backend *b, const char *path, cfs_err *err)
 {
     int ze = 0;
-    b->zip = zip_open(path, ZIP_RDONLY, &ze);
+    err->status = CFS_OK;
+    b->zip = zip_open_any(b, path, &ze, err);
+    if (!b->zip && err->status != CFS_OK)
+        return -1;      /* the URL could not be read: why, not damage */
     if (!b->zip) {
         zip_error_t e;
         zip_error_init_with_code(&e, ze);
@@ -319,6 +411,11 @@ static int zip_read(const zr_backend *b, const char *key, unsigned char **data, 
                           "the zip", key, zip_file_strerror(f));
     if (f)
         zip_fclose(f);
+    cfs_err why;
+    if (b->remote_zip && zr_zipsource_failure(b->remote_zip, &why)) {
+        *err = why;     /* the URL could not be read: why, not damage */
+        rc = cfs_err_prefix(err, "%s", key);
+    }
     pthread_mutex_unlock(lock);
     if (rc < 0) {
         free(buf);
@@ -360,7 +457,9 @@ int zr_backend_open(const char *path, zr_backend **out, cfs_err *err)
         return cfs_err_oom(err);
     struct stat st;
     int rc;
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+    if (cfs_url_is_folder(path)) {
+        rc = url_open(b, path, err);
+    } else if (cfs_is_url(path) || (stat(path, &st) == 0 && S_ISREG(st.st_mode))) {
         rc = zip_open_store(b, path, err);
     } else if (!(b->root = strdup(path))) {
         rc = cfs_err_oom(err);
@@ -388,6 +487,7 @@ void zr_backend_free(zr_backend *b)
     for (size_t i = 0; i < b->nentries; i++)
         free(b->entries[i].name);
     free(b->entries);
+    free(b->url);
     free(b->root);
     free(b->real_root);
     free(b);
@@ -398,13 +498,17 @@ int zr_backend_read(const zr_backend *b, const char *key, unsigned char **data, 
 {
     *data = NULL;
     *len = 0;
-    return b->zip ? zip_read(b, key, data, len, err) : folder_read(b, key, data, len, err);
+    return b->zip ? zip_read(b, key, data, len, err)
+           : b->url ? url_read(b, key, data, len, err)
+                    : folder_read(b, key, data, len, err);
 }
 
 bool zr_backend_has(const zr_backend *b, const char *key)
 {
     if (b->zip)
         return zip_find(b, key) != NULL;
+    if (b->url)
+        return false;   /* its consolidated metadata lists its nodes */
     char *path = NULL;
     cfs_err ignore;
     struct stat st;
@@ -418,7 +522,9 @@ int zr_backend_dirs(const zr_backend *b, const char *prefix, char ***names, size
                     cfs_err *err)
 {
     cfs_strlist l = {0};
-    int rc = b->zip ? zip_dirs(b, prefix, &l, err) : folder_dirs(b, prefix, &l, err);
+    int rc = b->zip ? zip_dirs(b, prefix, &l, err)
+             : b->url ? 0     /* HTTP lists no folder: the consolidated metadata does */
+                      : folder_dirs(b, prefix, &l, err);
     if (rc < 0) {
         cfs_strlist_free(&l);
         return -1;

@@ -8,6 +8,11 @@
  * rewrites); a zip whose root holds no Zarr metadata but whose every entry lies under one top
  * folder holding it (an archive of the folder itself, `zip -r x.zip x.zarr`) is read from that
  * folder.
+ *
+ * Over HTTP (docs/design.md §11): a zip URL is read in place by libzip over the process's reader
+ * of URLs (zarr_zipsource.h); a folder URL (cfs_url_is_folder) key by key, URL/KEY, and only
+ * from its consolidated metadata (HTTP lists no folder): a key the server has not (404) is
+ * none, any other failure an error naming the key's URL.
  */
 #ifndef CFS_ZARR_BACKEND_H
 #define CFS_ZARR_BACKEND_H
@@ -19,7 +24,8 @@
 
 typedef struct zr_backend zr_backend;
 
-/* The folder or zip file at path; -1 with the reason (a zip's damaged central directory). */
+/* The folder or zip file at path (or URL); -1 with the reason (a zip's damaged central
+ * directory, a folder URL without consolidated metadata). */
 int zr_backend_open(const char *path, zr_backend **out, cfs_err *err);
 void zr_backend_free(zr_backend *b);
 bool zr_backend_is_zip(const zr_backend *b);

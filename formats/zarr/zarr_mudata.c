@@ -171,6 +171,7 @@ const cfs_format cfs_format_mudata_zarr = {
     .summary = "MuData Zarr v2 and v3 stores (.zarr folders, .zarr.zip; mudata 0.2 and later)",
     .extensions = mudata_zarr_extensions,
     .folders = true,
+    .reads_urls = true,
     .probe = mudata_zarr_probe,
     .open = mudata_zarr_open,
 };

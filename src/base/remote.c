@@ -35,6 +35,49 @@ bool cfs_is_url(const char *name)
            strncmp(name, "s3://", 5) == 0;
 }
 
+/* The end of url's path: before its "?..." or "#..." part. */
+static size_t path_end(const char *url)
+{
+    return strcspn(url, "?#");
+}
+
+bool cfs_url_is_folder(const char *url)
+{
+    size_t n = path_end(url);
+    return cfs_is_url(url) && n > 0 &&
+           (url[n - 1] == '/' || (n >= 5 && strncasecmp(url + n - 5, ".zarr", 5) == 0));
+}
+
+char *cfs_url_child(const char *folder, const char *key)
+{
+    size_t n = path_end(folder);
+    while (n > 0 && folder[n - 1] == '/')
+        n--;
+    char *out = malloc(n + strlen(key) + 2);
+    if (out)
+        sprintf(out, "%.*s/%s", (int)n, folder, key);
+    return out;
+}
+
+bool cfs_url_within(const char *url, const char *source)
+{
+    if (strcmp(url, source) == 0)
+        return true;
+    if (!cfs_url_is_folder(source))
+        return false;
+    char *base = cfs_url_child(source, "");
+    size_t n = base ? strlen(base) : 0;
+    bool under = base && strncmp(url, base, n) == 0 && url[n] && !strpbrk(url + n, "?#");
+    free(base);
+    for (const char *part = url + n; under && *part;) {
+        size_t len = strcspn(part, "/");
+        under = len > 0 && !(len == 1 && part[0] == '.') &&
+                !(len == 2 && part[0] == '.' && part[1] == '.');
+        part += len + (part[len] == '/');
+    }
+    return under;
+}
+
 void cfs_remote_set_ops(const cfs_remote_ops *ops)
 {
     pthread_mutex_lock(&ops_lock);
@@ -105,12 +148,19 @@ int cfs_source_stat(const char *name, struct stat *st)
         return stat(name, st);
     cfs_remote_info info = {0};
     cfs_err err;
+    bool folder = cfs_url_is_folder(name);
+    char *versioned = folder ? cfs_url_child(name, CFS_URL_FOLDER_VERSION_KEY) : NULL;
+    if (folder && !versioned) {
+        errno = ENOMEM;
+        return -1;
+    }
     /* One that cannot be read has a version made of why: a source refused for it is tried
      * again when the reason changes (the server is back), and never matches a served one. */
-    if (cfs_remote_info_of(name, &info, &err) < 0)
+    if (cfs_remote_info_of(versioned ? versioned : name, &info, &err) < 0)
         snprintf(info.version, sizeof info.version, "failed:%.240s", err.msg);
+    free(versioned);
     memset(st, 0, sizeof *st);
-    st->st_mode = S_IFREG | 0444;
+    st->st_mode = folder ? S_IFDIR | 0555 : S_IFREG | 0444;
     st->st_nlink = 1;
     st->st_ino = (ino_t)hash_of(info.version);
     st->st_size = (off_t)info.size;

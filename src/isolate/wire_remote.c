@@ -183,7 +183,7 @@ int cfs_wire_remote_answer(int fd, uint8_t type, uint32_t len, const char *sourc
     int rc;
     if (!url || c.bad)
         rc = cfs_err_setc(err, CFS_EIO, "a malformed URL request");
-    else if (!source || strcmp(url, source) != 0)
+    else if (!source || !cfs_url_within(url, source))
         rc = cfs_err_setc(err, CFS_EIO, "a URL request for %s, which is not its source", url);
     else if (type == CFS_WIRE_REMOTE_INFO)
         rc = c.left ? cfs_err_setc(err, CFS_EIO, "a malformed URL request")

@@ -21,7 +21,7 @@ void cfs_wire_remote_ask_over(int fd);
 /* Whether a frame type is a worker's URL request. */
 bool cfs_wire_remote_is_request(uint8_t type);
 /* The daemon's side: receives the request's len payload bytes from fd and answers it. Only the
- * URL the worker serves (source) is read for it. -1 when the socket fails or the request is
+ * URL the worker serves (source), or a key under it when it is a folder URL, is read for it. -1 when the socket fails or the request is
  * malformed (the worker is then lost); a failed read is an answer, not a failure. */
 int cfs_wire_remote_answer(int fd, uint8_t type, uint32_t len, const char *source,
                            int64_t deadline, bool *timed_out, cfs_err *err);

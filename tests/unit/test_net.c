@@ -4,6 +4,7 @@
 
 #include "digest.h"
 #include "http.h"
+#include "remote.h"
 #include "s3.h"
 #include "unit.h"
 
@@ -119,8 +120,30 @@ static void test_digests(void)
     CHECK(strcmp(sha, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") == 0);
 }
 
+/* Folder URLs (a Zarr store read key by key) and what a reader worker may ask of one. */
+static void test_folder_urls(void)
+{
+    CHECK(cfs_url_is_folder("https://h/x.zarr") && cfs_url_is_folder("http://h/a/x.ZARR/"));
+    CHECK(cfs_url_is_folder("https://h/x.zarr#name") && cfs_url_is_folder("https://h/d/"));
+    CHECK(!cfs_url_is_folder("https://h/x.zarr.zip") && !cfs_url_is_folder("/local/x.zarr"));
+    CHECK(!cfs_url_is_folder("https://h/x.h5ad?x.zarr"));
+    char *c = cfs_url_child("https://h/x.zarr/#pbmc", "X/0.0");
+    CHECK(c && strcmp(c, "https://h/x.zarr/X/0.0") == 0);
+    free(c);
+    const char *src = "https://h/x.zarr#pbmc";
+    CHECK(cfs_url_within("https://h/x.zarr/obs/.zattrs", src));
+    CHECK(cfs_url_within(src, src));
+    CHECK(!cfs_url_within("https://h/x.zarr/../secret", src));
+    CHECK(!cfs_url_within("https://h/x.zarr/a/./b", src));
+    CHECK(!cfs_url_within("https://h/x.zarr/a?b", src));
+    CHECK(!cfs_url_within("https://h/x.zarr/", src));
+    CHECK(!cfs_url_within("https://h/x.zarrX/a", src));
+    CHECK(!cfs_url_within("https://h/x.h5ad/a", "https://h/x.h5ad"));
+}
+
 void unit_net(void)
 {
+    test_folder_urls();
     test_url_parse();
     test_object_url();
     test_config_endpoint();
