@@ -55,6 +55,8 @@ SEURAT = {
     # an Assay5 with split layers (counts.s1, counts.s2, data.s1, data.s2; interleaved cells,
     # s2 without two features): read as JoinLayers joins them (the oracle joins them in R)
     "seurat_split.rds": {"id": "seurat_split", "v5": True},
+    # its data joined (a layer of its own), its counts still split
+    "seurat_split_counts.rds": {"id": "seurat_split_counts", "v5": True},
     # two assays: a MuData store, one modality each (the default first)
     "seurat_adt.rds": {"id": "seurat_adt", "modalities": ["RNA", "ADT"], "left_out": [
         "mod/RNA/layers/scale.data: it is 3 x 10 where the assay has 14 features and 10 cells "

@@ -14,6 +14,21 @@ typedef struct run {
     uint32_t part;
 } run;
 
+/* The runs of a join, shared by its values and its indices (freed with the last of them). */
+typedef struct runs {
+    run *v;
+    uint64_t n;
+    int refs;
+} runs;
+
+static void runs_unref(runs *r)
+{
+    if (r && __atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        free(r->v);
+        free(r);
+    }
+}
+
 /* A 1-d array made of runs of the parts' arrays (the layers' values, or their indices mapped
  * to the assay's features). */
 typedef struct joined {
@@ -21,8 +36,7 @@ typedef struct joined {
     int32_t **feature;      /* nparts, or NULL: a layer's feature i is the assay's feature[i]
                              * (NULL for a layer of every feature) */
     uint32_t nparts;
-    run *runs;
-    uint64_t nruns;
+    runs *runs;
 } joined;
 
 static void joined_free(void *ctx)
@@ -35,17 +49,17 @@ static void joined_free(void *ctx)
     }
     free(j->src);
     free(j->feature);
-    free(j->runs);
+    runs_unref(j->runs);
     free(j);
 }
 
 /* The first run that ends after entry k. */
 static uint64_t run_at(const joined *j, uint64_t k)
 {
-    uint64_t lo = 0, hi = j->nruns;
+    uint64_t lo = 0, hi = j->runs->n;
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (j->runs[mid].start + j->runs[mid].len <= k)
+        if (j->runs->v[mid].start + j->runs->v[mid].len <= k)
             lo = mid + 1;
         else
             hi = mid;
@@ -61,9 +75,9 @@ static int joined_read(const cfs_array *arr, const uint64_t *start, const uint64
     uint64_t k = start[0], end = start[0] + count[0];
     char *dst = out;
     for (uint64_t r = run_at(j, k); k < end; r++) {
-        if (r >= j->nruns)
+        if (r >= j->runs->n)
             return cfs_err_setc(err, CFS_EFAIL, "read past the joined split layers");
-        const run *ru = &j->runs[r];
+        const run *ru = &j->runs->v[r];
         uint64_t off = k - ru->start, n = ru->len - off;
         if (n > end - k)
             n = end - k;
@@ -256,11 +270,13 @@ static int add_part(split *s, const char *name, const r_obj *m, uint64_t nfeat, 
 static int64_t *join_rows(split *s, uint64_t ncell, uint64_t *nnz, cfs_err *err)
 {
     int64_t *p = malloc((ncell + 1) * sizeof *p);
-    run *runs = malloc((ncell ? ncell : 1) * sizeof *runs);
+    runs *rs = calloc(1, sizeof *rs);
+    run *v = malloc((ncell ? ncell : 1) * sizeof *v);
     uint64_t n = 0;
-    if (!p || !runs) {
+    if (!p || !rs || !v) {
         free(p);
-        free(runs);
+        free(rs);
+        free(v);
         cfs_err_oom(err);
         return NULL;
     }
@@ -272,23 +288,17 @@ static int64_t *join_rows(split *s, uint64_t ncell, uint64_t *nnz, cfs_err *err)
             const int64_t *pk = s->ptr[k];
             uint64_t src = (uint64_t)pk[s->row[i]];
             len = (uint64_t)(pk[s->row[i] + 1] - pk[s->row[i]]);
-            if (len && n && runs[n - 1].part == k && runs[n - 1].src + runs[n - 1].len == src)
-                runs[n - 1].len += len;
+            if (len && n && v[n - 1].part == k && v[n - 1].src + v[n - 1].len == src)
+                v[n - 1].len += len;
             else if (len)
-                runs[n++] = (run){(uint64_t)p[i], src, len, k};
+                v[n++] = (run){(uint64_t)p[i], src, len, k};
         }
         p[i + 1] = p[i] + (int64_t)len;
     }
     *nnz = (uint64_t)p[ncell];
-    s->values->runs = runs;
-    s->values->nruns = s->indices->nruns = n;
-    s->indices->runs = malloc((n ? n : 1) * sizeof *runs);
-    if (!s->indices->runs) {
-        free(p);
-        cfs_err_oom(err);
-        return NULL;
-    }
-    memcpy(s->indices->runs, runs, n * sizeof *runs);
+    run *shrunk = realloc(v, (n ? n : 1) * sizeof *v);
+    *rs = (runs){.v = shrunk ? shrunk : v, .n = n, .refs = 2};
+    s->values->runs = s->indices->runs = rs;
     return p;
 }
 

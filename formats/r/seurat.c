@@ -227,10 +227,10 @@ static int graphs(const rconv *c, const r_obj *so, uint64_t ncell, cfs_err *err)
     return 0;
 }
 
-/* X and the counts layer of an Assay5 whose layers are split: data.* (or counts.* when it has
- * no data) joined as X, counts.* joined as counts; the assay's cells and features from its
- * maps. */
-static int split_matrices(const rconv *c, const r_obj *assay, const char *what,
+/* X and the counts layer of an Assay5 whose layers are split: data.* joined as X unless the
+ * assay has a data matrix of its own (has_data), counts.* joined as counts, or as X when there
+ * is no data. Without a data matrix, the assay's cells and features are its maps'. */
+static int split_matrices(const rconv *c, const r_obj *assay, const char *what, bool has_data,
                           uint64_t *nfeat, uint64_t *ncell, cfs_elem **x, cfs_elem **counts,
                           cfs_err *err)
 {
@@ -240,11 +240,15 @@ static int split_matrices(const rconv *c, const r_obj *assay, const char *what,
         return cfs_err_setc(err, CFS_EDAMAGED, "%s of this Seurat object holds split layers "
                             "but does not name its features and cells; re-save it from R",
                             what);
-    *nfeat = feat->length;
-    *ncell = cells->length;
-    if (rc_split_join(c, assay, "data", "X", what, *ncell, *nfeat, x, err) < 0 ||
-        rc_split_join(c, assay, "counts", *x ? "counts" : "X", what, *ncell, *nfeat,
-                      *x ? counts : x, err) < 0) {
+    if (!has_data) {
+        *nfeat = feat->length;
+        *ncell = cells->length;
+        if (rc_split_join(c, assay, "data", "X", what, *ncell, *nfeat, x, err) < 0)
+            return -1;
+    }
+    bool as_x = !has_data && !*x;
+    if (rc_split_join(c, assay, "counts", as_x ? "X" : "counts", what, *ncell, *nfeat,
+                      as_x ? x : counts, err) < 0) {
         cfs_elem_free(*x);
         *x = NULL;
         return -1;
@@ -272,16 +276,17 @@ static int assay_build(const rconv *c, const r_obj *assay, const char *what,
     uint64_t nfeat = 0, ncell = 0;
     cfs_elem *x = NULL, *counts_el = NULL;   /* split layers, joined */
     bool data_ok = data && rc_dims(data, &nfeat, &ncell) && (nfeat || ncell);
-    bool split = !data_ok && v5 && !counts && (rc_has_split_layer(layers, "data") ||
-                                               rc_has_split_layer(layers, "counts"));
-    if (split) {
-        if (split_matrices(c, assay, what, &nfeat, &ncell, &x, &counts_el, err) < 0)
-            return -1;
-    } else if (!data_ok && counts && rc_dims(counts, &nfeat, &ncell) && (nfeat || ncell)) {
+    bool split = v5 && ((!data_ok && rc_has_split_layer(layers, "data")) ||
+                        (!counts && rc_has_split_layer(layers, "counts")));
+    if (split &&
+        split_matrices(c, assay, what, data_ok, &nfeat, &ncell, &x, &counts_el, err) < 0)
+        return -1;
+    if (!data_ok && !x && counts && rc_dims(counts, &nfeat, &ncell) && (nfeat || ncell)) {
         data = counts;   /* an assay with counts only: X = counts */
         counts = NULL;
-    } else if (!data_ok) {
+    } else if (!data_ok && !x) {
         const char *cls = data ? r_class_name(data) : NULL;
+        cfs_elem_free(counts_el);
         return cfs_err_setc(err, CFS_EREFUSED, "%s of this Seurat object has no data or counts "
                             "matrix this version reads (%s); save it with its matrices in "
                             "memory (a dgCMatrix)", what,
