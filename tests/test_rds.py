@@ -52,6 +52,11 @@ SEURAT = {
     "seurat_xz.rds": {"id": "seurat_xz"},
     "seurat.RData": {"id": "seurat"},
     "seurat_v5.rds": {"id": "seurat_v5", "v5": True},
+    # an Assay5 with split layers (counts.s1, counts.s2, data.s1, data.s2; interleaved cells,
+    # s2 without two features): read as JoinLayers joins them (the oracle joins them in R)
+    "seurat_split.rds": {"id": "seurat_split", "v5": True},
+    # its data joined (a layer of its own), its counts still split
+    "seurat_split_counts.rds": {"id": "seurat_split_counts", "v5": True},
     # two assays: a MuData store, one modality each (the default first)
     "seurat_adt.rds": {"id": "seurat_adt", "modalities": ["RNA", "ADT"], "left_out": [
         "mod/RNA/layers/scale.data: it is 3 x 10 where the assay has 14 features and 10 cells "
@@ -63,6 +68,8 @@ SEURAT = {
     "seurat_v30.rds": {"id": "seurat_v30"},
     # the objects of workspaces (<file>:<object>), each its own dataset <file>-<object>
     "both.rda:so": {"id": "both-so", "oracle": "both.rda.oracle/so"},
+    "split.RData:so_split": {"id": "split-so_split", "oracle": "split.RData.oracle/so_split",
+                             "v5": True},
     "split.RData:so": {"id": "split-so", "oracle": "split.RData.oracle/so"},
     "mixed.RData:adt": {"id": "mixed-adt", "oracle": "mixed.RData.oracle/adt",
                         "modalities": ["RNA", "ADT"], "left_out": [
@@ -89,7 +96,12 @@ FILES = sorted(f for f in ALL if ":" not in f)
 # a workspace -> its objects that are datasets, in the file's order
 WORKSPACES = {"both.rda": ["both.rda:sce", "both.rda:so"],
               "mixed.RData": ["mixed.RData:adt", "mixed.RData:sce/alt"],
-              "split.RData": ["split.RData:so"]}
+              "split.RData": ["split.RData:so_split", "split.RData:so"]}
+# split.RData's so_bpcells: split layers kept on disk by BPCells, refused
+BPCELLS_REFUSED = ("the default assay 'RNA' of this Seurat object holds split layers; layer "
+                   "data.s1 is a matrix stored outside the file (DelayedArray/HDF5Array/"
+                   "BPCells); save the object with its values in memory (e.g. as(x, "
+                   "\"dgCMatrix\"))")
 
 
 def _mm(path):
@@ -375,7 +387,7 @@ def test_read_in_place_equals_r(key, cfs, tmp_path, monkeypatch):
     src.write_bytes(_uncompressed((RDS / file).read_bytes()))
     out = tmp_path / "out"
     r = run_cfs(cfs, "export", src, out)
-    # split.RData holds an object refused on its own (test_workspace_objects_export_equal_r)
+    # split.RData holds an object refused (so_bpcells: test_workspace_objects_export_equal_r)
     assert r.returncode == (2 if file == "split.RData" else 0), describe(r)
     check_store(out / f"{ALL[key]['id']}.zarr", key)
 
@@ -387,7 +399,8 @@ con <- file(args[2], "wb"); serialize(obj, con, xdr = FALSE); close(con)
 """
 
 
-@pytest.mark.parametrize("file", ["seurat.rds", "sce_types.rds", "seurat_v5.rds"])
+@pytest.mark.parametrize("file", ["seurat.rds", "sce_types.rds", "seurat_v5.rds",
+                                  "seurat_split.rds"])
 def test_native_binary_in_place_equals_r(file, cfs, tmp_path, monkeypatch):
     """The object as R's native little-endian binary (serialize(xdr = FALSE), written by R at
     test time), its vectors read in place: equal to R's reading."""
@@ -598,14 +611,21 @@ def test_assay_modalities_used_as_anndata(cfs, tmp_path):
         assert np.array_equal(back.layers["counts"].toarray(), sub.layers["counts"].toarray())
 
 
-def test_split_layers_refused_one_line(cfs, tmp_path):
-    r = run_cfs(cfs, "export", RDS / "seurat_split.rds", tmp_path / "out")
-    assert r.returncode != 0, describe(r)
-    lines = refused_lines(r.stderr)
-    assert lines == [f"cellucid-fs: {RDS / 'seurat_split.rds'}: refused: the default assay 'RNA' "
-                     "of this Seurat object holds split layers (counts.1): one matrix per "
-                     "sample is not read yet; run obj <- JoinLayers(obj) in R and save it "
-                     "again"], describe(r)
+def test_split_layers_joined_as_join_layers(cfs, tmp_path):
+    """Each cell's row comes from the split layer holding it, and a feature its layer lacks is
+    zero for its cells (the whole store equals R's joined layers: test_export_equals_r; read
+    in place and spilled: test_read_in_place_equals_r, test_spilled_vectors_give_the_same_store)."""
+    export(cfs, RDS / "seurat_split.rds", tmp_path / "out")
+    a = ad.read_zarr(str(tmp_path / "out" / "seurat_split.zarr"))
+    order = np.argsort(a.obs["cellucid_original_position"].to_numpy())
+    genes = list(a.var_names)
+    lacking = [genes.index("Gene3"), genes.index("Gene9")]
+    for key in ["counts", None]:
+        x = (a.layers[key] if key else a.X)[order].toarray()
+        # the odd cells are sample s1's, the even ones s2's, which lacks Gene3 and Gene9
+        assert not x[1::2][:, lacking].any(), key
+        assert x[0::2][:, lacking].any(), key
+        assert x[1::2].any(), key
 
 
 def test_not_single_cell_refused_one_line(cfs, tmp_path):
@@ -632,7 +652,7 @@ SPILL = "CELLUCID_FS_TEST_R_SINK_THRESHOLD"
 
 
 @pytest.mark.parametrize("file", ["seurat.rds", "seurat_v5.rds", "sce.rds", "sce_t.rds",
-                                  "seurat_adt.rds"])
+                                  "seurat_adt.rds", "seurat_split.rds"])
 def test_spilled_vectors_give_the_same_store(file, cfs, tmp_path, monkeypatch):
     """Large vectors read by range from the file (or its decompressed copy) make the store the
     in-memory reading makes, byte for byte; and it still equals R's reading."""
@@ -654,8 +674,8 @@ def test_spilled_vectors_give_the_same_store(file, cfs, tmp_path, monkeypatch):
 def test_workspace_objects_export_equal_r(workspace, cfs, tmp_path):
     """Each single-cell object of a workspace is exported as a store of its own, named
     <file>-<object>, equal to R's load() of it; an object that is none (mixed.RData's
-    data.frame) is no store and no refusal; one that cannot be read (split.RData's split Assay5)
-    is refused naming the object, and does not hide the other."""
+    data.frame) is no store and no refusal; one that cannot be read (split.RData's so_bpcells,
+    whose layers are on disk) is refused naming the object, and does not hide the others."""
     src = tmp_path / "src"
     src.mkdir()
     shutil.copy(RDS / workspace, src / workspace)
@@ -676,10 +696,8 @@ def test_workspace_objects_export_equal_r(workspace, cfs, tmp_path):
     refused = refused_lines(r.stderr)
     if workspace == "split.RData":
         assert r.returncode == 2, describe(r)
-        assert refused == [f"cellucid-fs: {src / workspace} (object so_split): refused: the "
-                           "default assay 'RNA' of this Seurat object holds split layers "
-                           "(counts.1): one matrix per sample is not read yet; run obj <- "
-                           "JoinLayers(obj) in R and save it again"], describe(r)
+        assert refused == [f"cellucid-fs: {src / workspace} (object so_bpcells): refused: "
+                           + BPCELLS_REFUSED], describe(r)
     else:
         assert r.returncode == 0 and not refused, describe(r)
 
@@ -710,12 +728,13 @@ def test_workspace_objects_mounted(cfs, mounts, tmp_path):
     assert {k: e["id"] for k, e in status.items()} == {
         ("both.rda", "sce"): "both-sce", ("both.rda", "so"): "both-so",
         ("mixed.RData", "adt"): "mixed-adt", ("mixed.RData", "sce/alt"): "mixed-sce_alt",
-        ("split.RData", "so_split"): None, ("split.RData", "so"): "split-so",
+        ("split.RData", "so_split"): "split-so_split", ("split.RData", "so_bpcells"): None,
+        ("split.RData", "so"): "split-so",
         ("seurat.rds", None): "seurat"}, status
     assert "object" not in status[("seurat.rds", None)]
-    assert status[("split.RData", "so_split")]["state"] == "refused"
-    assert "JoinLayers" in status[("split.RData", "so_split")]["reason"]
-    assert all(e["state"] == "ready" for k, e in status.items() if k[1] != "so_split"), status
+    assert status[("split.RData", "so_bpcells")]["state"] == "refused"
+    assert "BPCells" in status[("split.RData", "so_bpcells")]["reason"]
+    assert all(e["state"] == "ready" for k, e in status.items() if k[1] != "so_bpcells"), status
 
     ino = (m.mnt / "both-so.zarr").stat().st_ino
     shutil.copy(RDS / "sce.rds", src / "sce.rds")
@@ -751,12 +770,13 @@ def test_inspect_lists_each_object(cfs):
     assert sce["version"] == "SingleCellExperiment 1.20.0" and sce["n_obs"] == 10
     assert [m["name"] for m in sce["modalities"]] == ["main", "ADT"]
     text = run_cfs(cfs, "inspect", RDS / "mixed.RData", RDS / "split.RData")
-    assert text.returncode == 2, describe(text)     # split.RData's so_split is refused
+    assert text.returncode == 2, describe(text)     # split.RData's so_bpcells is refused
     lines = text.stdout.splitlines()
     for want in ["  object adt (Seurat) -> mixed-adt.zarr",
                  "  object meta (data.frame): not a dataset: not a Seurat or "
                  "SingleCellExperiment object",
                  "  object sce/alt (SingleCellExperiment) -> mixed-sce_alt.zarr",
-                 "  object so_split (Seurat)", "  object so (Seurat) -> split-so.zarr"]:
+                 "  object so_split (Seurat) -> split-so_split.zarr",
+                 "  object so_bpcells (Seurat)", "  object so (Seurat) -> split-so.zarr"]:
         assert want in lines, text.stdout
     assert any(l.startswith("    refused: the default assay 'RNA'") for l in lines), text.stdout

@@ -424,14 +424,24 @@ static cfs_elem *dense(const rconv *c, const r_obj *m, const char *name, bool tr
     return cfs_elem_from_array(CFS_EL_ARRAY, name, rc_view(c, vals, t, 2, shape, !transposed));
 }
 
+/* A matrix whose values are kept outside the file: a DelayedArray or HDF5Array class, or
+ * one of BPCells' (IterableMatrix and its subclasses, MatrixDir, ..., known by their package). */
+static bool stored_outside(const r_obj *m)
+{
+    const char *cls = r_class_name(m);
+    const char *pkg = r_str_at(r_attr(r_class(m), "package"), 0, NULL);
+    return (pkg && strcmp(pkg, "BPCells") == 0) ||
+           (cls && (strstr(cls, "Delayed") || strstr(cls, "HDF5") ||
+                    strstr(cls, "IterableMatrix")));
+}
+
 static cfs_elem *matrix(const rconv *c, const r_obj *m, const char *name, bool transposed,
                         const char **why)
 {
     uint64_t rows, cols;
     *why = NULL;
     if (!rc_dims(m, &rows, &cols)) {
-        const char *cls = r_class_name(m);
-        *why = cls && (strstr(cls, "Delayed") || strstr(cls, "HDF5") || strstr(cls, "IterableMatrix"))
+        *why = stored_outside(m)
                    ? "a matrix stored outside the file (DelayedArray/HDF5Array/BPCells); "
                      "save the object with its values in memory (e.g. as(x, \"dgCMatrix\"))"
                    : "not a matrix this version reads (a base matrix, a Matrix package sparse "

@@ -3,7 +3,9 @@
  * an AnnData-shaped dataset, the way SeuratDisk / anndata users expect it:
  *   obs     meta.data (rownames: the cells), and active.ident as `ident`
  *   X       the default assay's `data` (features x cells dgCMatrix: its CSC arrays are the
- *           cells x features CSR); layers `counts`, and `scale.data` when it covers every feature
+ *           cells x features CSR); layers `counts`, and `scale.data` when it covers every feature.
+ *           An Assay5's split layers (data.1, data.2, ...) are joined as JoinLayers joins them
+ *           (formats/r/rsplit.h)
  *   var     the assay's features, with meta.features (Assay) / meta.data (Assay5) columns and
  *           the variable features as `highly_variable`
  *   obsm    each DimReduc's cell.embeddings as X_<name lower-case> (X_umap, X_pca, X_tsne)
@@ -19,6 +21,7 @@
 
 #include "modalities.h"
 #include "robjects.h"
+#include "rsplit.h"
 #include "strfmt.h"
 #include "strset.h"
 
@@ -224,23 +227,40 @@ static int graphs(const rconv *c, const r_obj *so, uint64_t ncell, cfs_err *err)
     return 0;
 }
 
-/* The first layer name of a split Assay5 ("counts.1", "data.ctrl"), or NULL. */
-static const char *split_layers(const r_obj *layers)
+/* X and the counts layer of an Assay5 whose layers are split: data.* joined as X unless the
+ * assay has a data matrix of its own (has_data), counts.* joined as counts, or as X when there
+ * is no data. Without a data matrix, the assay's cells and features are its maps'. */
+static int split_matrices(const rconv *c, const r_obj *assay, const char *what, bool has_data,
+                          uint64_t *nfeat, uint64_t *ncell, cfs_elem **x, cfs_elem **counts,
+                          cfs_err *err)
 {
-    const r_obj *names = r_attr(layers, "names");
-    for (uint64_t i = 0; names && i < names->length; i++) {
-        const char *n = r_str_at(names, i, NULL);
-        if (n && (strncmp(n, "counts.", 7) == 0 || strncmp(n, "data.", 5) == 0))
-            return n;
+    const r_obj *feat = rc_dimnames(r_slot(assay, "features"), 0);
+    const r_obj *cells = rc_dimnames(r_slot(assay, "cells"), 0);
+    if (!feat || !cells)
+        return cfs_err_setc(err, CFS_EDAMAGED, "%s of this Seurat object holds split layers "
+                            "but does not name its features and cells; re-save it from R",
+                            what);
+    if (!has_data) {
+        *nfeat = feat->length;
+        *ncell = cells->length;
+        if (rc_split_join(c, assay, "data", "X", what, *ncell, *nfeat, x, err) < 0)
+            return -1;
     }
-    return NULL;
+    bool as_x = !has_data && !*x;
+    if (rc_split_join(c, assay, "counts", as_x ? "X" : "counts", what, *ncell, *nfeat,
+                      as_x ? x : counts, err) < 0) {
+        cfs_elem_free(*x);
+        *x = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 /* The matrices and features of assay (named name; what: "the default assay 'RNA'" or
  * "assay 'ADT'", for messages) into c->ds: X (data, or counts when it has no data), layers
- * counts and scale.data, var. Its cells: the assay's own names (an Assay5's cells LogMap, an
- * Assay's matrix column names), or rather obj_cells (meta.data's row names) when they are as
- * many.
+ * counts and scale.data (split layers joined), var. Its cells: the assay's own names (an
+ * Assay5's cells LogMap, an Assay's matrix column names), or rather obj_cells (meta.data's
+ * row names) when they are as many.
  * -1 refuses the assay with the reason. */
 static int assay_build(const rconv *c, const r_obj *assay, const char *what,
                        const r_obj *obj_cells, const r_obj **cells_out, uint64_t *ncell_out,
@@ -254,17 +274,19 @@ static int assay_build(const rconv *c, const r_obj *assay, const char *what,
     const r_obj *counts = v5 ? r_list_get(layers, "counts") : r_slot(assay, "counts");
     const r_obj *scale = v5 ? r_list_get(layers, "scale.data") : r_slot(assay, "scale.data");
     uint64_t nfeat = 0, ncell = 0;
+    cfs_elem *x = NULL, *counts_el = NULL;   /* split layers, joined */
     bool data_ok = data && rc_dims(data, &nfeat, &ncell) && (nfeat || ncell);
-    if (!data_ok && counts && rc_dims(counts, &nfeat, &ncell) && (nfeat || ncell)) {
+    bool split = v5 && ((!data_ok && rc_has_split_layer(layers, "data")) ||
+                        (!counts && rc_has_split_layer(layers, "counts")));
+    if (split &&
+        split_matrices(c, assay, what, data_ok, &nfeat, &ncell, &x, &counts_el, err) < 0)
+        return -1;
+    if (!data_ok && !x && counts && rc_dims(counts, &nfeat, &ncell) && (nfeat || ncell)) {
         data = counts;   /* an assay with counts only: X = counts */
         counts = NULL;
-    } else if (!data_ok && v5 && split_layers(layers)) {
-        return cfs_err_setc(err, CFS_EREFUSED, "%s of this Seurat object holds split layers "
-                            "(%s): one matrix per sample is not read yet; run obj <- "
-                            "JoinLayers(obj) in R and save it again", what,
-                            split_layers(layers));
-    } else if (!data_ok) {
+    } else if (!data_ok && !x) {
         const char *cls = data ? r_class_name(data) : NULL;
+        cfs_elem_free(counts_el);
         return cfs_err_setc(err, CFS_EREFUSED, "%s of this Seurat object has no data or counts "
                             "matrix this version reads (%s); save it with its matrices in "
                             "memory (a dgCMatrix)", what,
@@ -274,24 +296,30 @@ static int assay_build(const rconv *c, const r_obj *assay, const char *what,
     const r_obj *cells = v5 ? rc_dimnames(r_slot(assay, "cells"), 0) : rc_dimnames(data, 1);
     if (obj_cells && obj_cells->length == ncell)
         cells = obj_cells;
-    if (!feat || feat->length != nfeat || !cells || cells->length != ncell)
+    if (!feat || feat->length != nfeat || !cells || cells->length != ncell) {
+        cfs_elem_free(x);
+        cfs_elem_free(counts_el);
         return cfs_err_setc(err, CFS_EDAMAGED, "%s of this Seurat object does not name its "
                             "%llu features and %llu cells; re-save it from R", what,
                             (ull)nfeat, (ull)ncell);
+    }
     c->ds->n_obs = ncell;
     c->ds->n_vars = nfeat;
     const char *why = NULL;
-    cfs_elem *x = rc_matrix_t(c, data, "X", &why, err);
-    if (!x)
+    if (!x && !(x = rc_matrix_t(c, data, "X", &why, err))) {
+        cfs_elem_free(counts_el);
         return why ? cfs_err_setc(err, CFS_EREFUSED, "the data of %s is %s", what, why)
                    : cfs_err_oom(err);
+    }
+    cfs_elem *lay = NULL;
     if (cfs_elem_add_or_free(c->ds->root, x, err) < 0 ||
-        var_frame(c, assay, v5, feat, nfeat, err) < 0)
-        return -1;
-    cfs_elem *lay = cfs_elem_ensure_dict(c->ds->root, "layers");
-    if (!lay)
-        return cfs_err_oom(err);
-    if (layer(c, lay, counts, "counts", "layers/counts", nfeat, ncell, feat, err) < 0 ||
+        var_frame(c, assay, v5, feat, nfeat, err) < 0 ||
+        !(lay = cfs_elem_ensure_dict(c->ds->root, "layers"))) {
+        cfs_elem_free(counts_el);
+        return lay ? -1 : cfs_err_oom(err);
+    }
+    if ((counts_el && cfs_elem_add_or_free(lay, counts_el, err) < 0) ||
+        layer(c, lay, counts, "counts", "layers/counts", nfeat, ncell, feat, err) < 0 ||
         layer(c, lay, scale, "scale.data", "layers/scale.data", nfeat, ncell, feat, err) < 0)
         return -1;
     *cells_out = cells;

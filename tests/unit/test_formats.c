@@ -12,14 +12,22 @@
 #include "unit.h"
 
 
-/* An HDF5 string column read into a pool holds what a plain read copies out. */
-static void test_h5_read_strings(void)
+/* The fixture at rel (under tests/fixtures/) opened; NULL (a failed check) if it is not. */
+static cfs_dataset *open_fixture(const char *rel)
 {
     char path[4096];
-    unit_fixture_path(path, sizeof path, "h5ad/nonascii.h5ad");
+    unit_fixture_path(path, sizeof path, rel);
     cfs_dataset *ds = NULL;
     cfs_err err = {0};
     CHECK(cfs_format_open(path, &ds, &err) == 0);
+    return ds;
+}
+
+/* An HDF5 string column read into a pool holds what a plain read copies out. */
+static void test_h5_read_strings(void)
+{
+    cfs_dataset *ds = open_fixture("h5ad/nonascii.h5ad");
+    cfs_err err = {0};
     const cfs_elem *obs = ds ? cfs_elem_child(ds->root, "obs") : NULL;
     const cfs_array *index = obs && obs->index ? obs->index->values : NULL;
     CHECK(index && index->dtype == CFS_STRING && index->ndim == 1);
@@ -163,8 +171,61 @@ static void test_unique_names(void)
     }
 }
 
+/* Every range of an array of n int32 or float64 values read on its own holds what the whole
+ * read holds there. */
+static int ranges_agree(const cfs_array *a, const void *whole, uint64_t n, cfs_err *err)
+{
+    size_t es = cfs_array_elem_size(a);
+    char *part = malloc(n * es + 1);
+    int ok = part != NULL;
+    for (uint64_t s = 0; ok && s < n; s++)
+        for (uint64_t c = 1; ok && s + c <= n; c++)
+            ok = cfs_array_read(a, &s, &c, part, err) == 0 &&
+                 memcmp(part, (const char *)whole + s * es, c * es) == 0;
+    free(part);
+    return ok;
+}
+
+/* An Assay5's split layers joined (formats/r/rsplit.c): seurat_split.rds's X is made of runs
+ * of two layers whose cells alternate, the second without two features; any range of its
+ * values and indices reads what the whole read holds there, and each row's indices are the
+ * assay's features, ascending. */
+static void test_split_layers_ranges(void)
+{
+    cfs_dataset *ds = open_fixture("rds/seurat_split.rds");
+    cfs_err err = {0};
+    const cfs_elem *x = ds ? cfs_elem_child(ds->root, "X") : NULL;
+    CHECK(x && x->kind == CFS_EL_SPARSE && x->csr && x->sparse_shape[0] == 10 &&
+          x->sparse_shape[1] == 14 && x->aux->dtype == CFS_INT32 &&
+          x->indptr->dtype == CFS_INT32 && x->values->dtype == CFS_FLOAT64);
+    if (!x || x->kind != CFS_EL_SPARSE || x->aux->dtype != CFS_INT32 ||
+        x->indptr->dtype != CFS_INT32 || x->values->dtype != CFS_FLOAT64) {
+        cfs_dataset_free(ds);
+        return;
+    }
+    uint64_t nnz = x->values->shape[0], np = 11, zero = 0;
+    int32_t *ix = malloc(nnz * sizeof *ix), p[11];
+    double *v = malloc(nnz * sizeof *v);
+    CHECK(ix && v && nnz > 0 && x->aux->shape[0] == nnz &&
+          cfs_array_read(x->indptr, &zero, &np, p, &err) == 0 &&
+          cfs_array_read(x->aux, &zero, &nnz, ix, &err) == 0 &&
+          cfs_array_read(x->values, &zero, &nnz, v, &err) == 0);
+    int rows_ok = p[0] == 0 && (uint64_t)p[10] == nnz;
+    for (int r = 0; rows_ok && r < 10; r++)
+        for (int32_t k = p[r]; rows_ok && k < p[r + 1]; k++)
+            rows_ok = ix[k] >= 0 && ix[k] < 14 && (k == p[r] || ix[k - 1] < ix[k]) &&
+                      /* the even cells (sample s2) lack Gene3 and Gene9 */
+                      (r % 2 == 0 || (ix[k] != 2 && ix[k] != 8));
+    CHECK(rows_ok);
+    CHECK(ranges_agree(x->aux, ix, nnz, &err) && ranges_agree(x->values, v, nnz, &err));
+    free(ix);
+    free(v);
+    cfs_dataset_free(ds);
+}
+
 void unit_formats(void)
 {
+    test_split_layers_ranges();
     test_h5_read_strings();
     test_dormant_files();
     test_unique_names();
