@@ -28,19 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 import rgw  # noqa: E402
-
-
-def make_input(path, cells, genes):
-    import anndata as ad
-    import numpy as np
-    import scipy.sparse as sp
-    rng = np.random.default_rng(1)
-    x = sp.random(cells, genes, density=0.02, format="csr", dtype=np.float32, random_state=rng)
-    a = ad.AnnData(X=x)
-    a.obs_names = [f"c{i}" for i in range(cells)]
-    a.var_names = [f"g{j}" for j in range(genes)]
-    a.obsm["X_umap"] = rng.normal(size=(cells, 2)).astype(np.float32)
-    a.write_h5ad(path)
+from bench_layout import generate  # noqa: E402
 
 
 def timed(args, env=None):
@@ -71,7 +59,7 @@ def main():
     work = Path(a.workdir or tempfile.mkdtemp(prefix="cfs-bench-s3-"))
     src = work / "big.h5ad"
     if not src.exists():
-        make_input(src, a.cells, a.genes)
+        generate(src, a.cells, a.genes, max(1, a.genes // 50), seed=1)   # 2 % set
     gateway = rgw.Rgw(Path(tempfile.mkdtemp(prefix="cfs-rgw-")))
     env = dict(os.environ, AWS_ACCESS_KEY_ID=rgw.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=rgw.SECRET_KEY)
     best = {"folder": 1e9, "s3": 1e9, "rerun": 1e9}

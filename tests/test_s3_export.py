@@ -15,9 +15,7 @@ import urllib.request
 import warnings
 
 import anndata as ad
-import numpy as np
 import pytest
-import scipy.sparse as sp
 import zarr
 
 from conftest import (
@@ -31,6 +29,7 @@ from conftest import (
     tree_bytes,
 )
 import rgw
+from test_remote import write_big_h5ad
 
 sys.path.insert(0, str(REPO / "example"))
 from read_over_http import HTTPStore  # noqa: E402
@@ -108,14 +107,7 @@ def big_input(tmp_path_factory):
     """An h5ad (written by anndata) big enough that its export to the gateway takes a while:
     30000 cells x 3000 genes, 2% non-zero, with a UMAP."""
     path = tmp_path_factory.mktemp("s3-big") / "big.h5ad"
-    rng = np.random.default_rng(7)
-    n, g = 30000, 3000
-    x = sp.random(n, g, density=0.02, format="csr", dtype=np.float32, random_state=rng)
-    a = ad.AnnData(X=x)
-    a.obs_names = [f"c{i}" for i in range(n)]
-    a.var_names = [f"g{j}" for j in range(g)]
-    a.obsm["X_umap"] = rng.normal(size=(n, 2)).astype(np.float32)
-    a.write_h5ad(path)
+    write_big_h5ad(path, n_obs=30000, n_vars=3000, density=0.02)
     return path
 
 
