@@ -53,6 +53,11 @@ int rc_frame(const rconv *c, const char *name, char **index, uint64_t n, const r
 
 /* ---- matrices (formats/r/rmatrix.c) ---- */
 
+/* The most rows or columns a dimension may claim with nothing in the file to back it (a
+ * triplet matrix's Dim slot, unnamed cells): far more cells or features than any experiment
+ * holds (2^27), so a larger one is a damaged length, refused before it is allocated. */
+#define RC_MAX_UNBACKED_DIM ((uint64_t)1 << 27)
+
 /* A matrix's dims: a Matrix package matrix's Dim slot or a base matrix's dim attribute. */
 bool rc_dims(const r_obj *m, uint64_t *nrow, uint64_t *ncol);
 /* A Matrix package sparse matrix ([dln][gst][CRT]Matrix: dgCMatrix, dgTMatrix, dgRMatrix,

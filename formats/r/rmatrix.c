@@ -232,9 +232,16 @@ static bool load(const rconv *c, const r_obj *v, const void **dst, void **owned,
     return *dst != NULL;
 }
 
-/* The entries a matrix stores as triplets (R's row and column), with room for as many again
- * (a symmetric matrix's mirror) plus a diagonal; NULL with *why (malformed) or without (out of
- * memory). */
+/* A triangular matrix whose diagonal is all ones and not stored (diag "U"). */
+static bool unit_diagonal(const r_obj *m, sparse_class sc)
+{
+    const char *d = r_str_at(r_slot(m, "diag"), 0, NULL);
+    return sc.structure == 't' && d && strcmp(d, "U") == 0;
+}
+
+/* The entries a matrix stores as triplets (R's row and column), with room for the entries
+ * implied_entries adds (a symmetric matrix's mirror, a unit diagonal); NULL with *why
+ * (malformed) or without (out of memory). */
 static triplet *stored_entries(const rconv *c, const r_obj *m, sparse_class sc, uint64_t rrows,
                                uint64_t rcols, uint64_t *n, const char **why)
 {
@@ -266,7 +273,8 @@ static triplet *stored_entries(const rconv *c, const r_obj *m, sparse_class sc, 
             goto done;
         }
     uint64_t diag = rrows < rcols ? rrows : rcols;
-    if (!(t = malloc((2 * *n + diag + 1) * sizeof *t)))
+    uint64_t room = *n + (sc.structure == 's' ? *n : 0) + (unit_diagonal(m, sc) ? diag : 0);
+    if (!(t = malloc((room ? room : 1) * sizeof *t)))
         goto done;
     if (sc.storage == 'T')
         for (uint64_t k = 0; k < *n; k++)
@@ -293,8 +301,7 @@ static uint64_t implied_entries(const r_obj *m, sparse_class sc, uint64_t rrows,
         for (uint64_t k = 0; k < n; k++)
             if (t[k].i != t[k].j)
                 t[total++] = (triplet){t[k].j, t[k].i, t[k].x};
-    const char *d = r_str_at(r_slot(m, "diag"), 0, NULL);
-    if (sc.structure == 't' && d && strcmp(d, "U") == 0)
+    if (unit_diagonal(m, sc))
         for (uint64_t k = 0; k < rrows && k < rcols; k++)
             t[total++] = (triplet){(int32_t)k, (int32_t)k, 1};
     return total;
@@ -363,6 +370,12 @@ static int sparse_parts_of(const rconv *c, const r_obj *m, sparse_class sc, uint
         return compressed_parts(c, m, sc, rrows, rcols, s, why);
     if (sc.structure != 'g' && rrows != rcols) {
         *why = "a symmetric or triangular matrix that is not square (a damaged file)";
+        return -1;
+    }
+    /* Its columns' pointers (and a unit diagonal) are made here, from Dim alone. */
+    if (rrows > RC_MAX_UNBACKED_DIM || rcols > RC_MAX_UNBACKED_DIM) {
+        *why = "a sparse matrix whose dimensions are larger than any experiment (a damaged "
+               "file)";
         return -1;
     }
     uint64_t n;

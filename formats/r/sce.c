@@ -22,9 +22,6 @@
 
 typedef unsigned long long ull;
 
-/* More cells or features than this, unnamed, is a damaged dimension (2^27). */
-#define MAX_UNNAMED ((uint64_t)1 << 27)
-
 static int leave(const rconv *c, const char *where, const char *why, cfs_err *err)
 {
     return cfs_dataset_leave_out(c->ds, where, "%s", why) < 0 ? cfs_err_oom(err) : 0;
@@ -75,7 +72,7 @@ static int frame(const rconv *c, const char *name, const r_obj *df, const r_obj 
 {
     /* Unnamed rows are numbered; a count beyond any real experiment is a damaged Dim slot
      * (a triplet matrix's dims cost no bytes), refused before it is allocated. */
-    if ((!names || names->length != n) && n > MAX_UNNAMED)
+    if ((!names || names->length != n) && n > RC_MAX_UNBACKED_DIM)
         return cfs_err_setc(err, CFS_EDAMAGED, "its %s claims %llu unnamed rows (a damaged "
                             "file); re-save it from R", name, (ull)n);
     char **ix = names_or_numbers(names, n);

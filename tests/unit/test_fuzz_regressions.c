@@ -134,6 +134,17 @@ static void test_unnamed_huge_dims(void)
           err.status == CFS_EDAMAGED && strstr(err.msg, "unnamed rows"));
 }
 
+/* An SCE whose counts are a triplet matrix claiming 1.1e9 x 2.0e9 over a few entries: room
+ * for a diagonal of 1.1e9 triplets (18 GB) was asked for whatever its class. Now room is
+ * made for what the class implies, and a Dim larger than any experiment is refused. */
+static void test_triplet_huge_dims(void)
+{
+    cfs_dataset *ds = NULL;
+    cfs_err err = {0};
+    CHECK(open_rds_regression("triplet-huge-dims", &ds, &err) == -1 && !ds &&
+          strstr(err.msg, "larger than any experiment"));
+}
+
 /* defaults/obsKeys naming a column obs lacks (as the fixture wrong.h5ad does): the keys read
  * were not freed. The key is left out with its reason; ASan's leak check (the suite's sanitizer
  * stage) sees the strings freed. */
@@ -170,6 +181,7 @@ void unit_fuzz_regressions(void)
     test_obs_keys_missing_column();
     test_symmetric_not_square();
     test_unnamed_huge_dims();
+    test_triplet_huge_dims();
     test_lz4_huge_size_header();
     test_altrep_long_sequence();
     test_lzma_huge_dictionary();
