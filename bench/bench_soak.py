@@ -39,7 +39,8 @@ Counted:
   cache bound    the largest sample of the cache's entries and reservations (`bytes` +
                  `work_bytes`) against `max_bytes`; and the evictions over the run
   RSS            the daemon's resident memory at the first and the last minute (medians) and its
-                 peak; the reader workers' sum at its peak
+                 peak; the reader workers' sum at its peak. Every sample (with the daemon's
+                 anonymous and file-backed shares) is written to samples.json in the work folder
 Baseline: the same clients on nginx over the exported stores for --baseline-seconds (30):
 requests/s, and the ratio mount / disk.
 
@@ -158,10 +159,10 @@ def rewriter(src, versions, every, stop, timeline):
         log(f"  {time.strftime('%H:%M:%S')} live.h5ad is now version {current}")
 
 
-def rss_kib(pid):
+def rss_kib(pid, field="VmRSS"):
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     except OSError:
         pass
@@ -181,7 +182,10 @@ def sampler(m, every, stop, samples, t0):
                         "work_bytes": cache["work_bytes"], "max_bytes": cache["max_bytes"],
                         "evicted": cache["evicted"], "produced": cache["produced"],
                         "work_dropped": cache["work_dropped"],
-                        "rss_kib": rss_kib(m.proc.pid), "workers": len(workers),
+                        "rss_kib": rss_kib(m.proc.pid),
+                        "anon_kib": rss_kib(m.proc.pid, "RssAnon"),
+                        "file_kib": rss_kib(m.proc.pid, "RssFile"),
+                        "workers": len(workers),
                         "workers_rss_kib": sum(rss_kib(p) for p in workers)})
 
 
@@ -337,6 +341,7 @@ def soak(args, binary, work):
     base = run_clients(nb.port, targets, args.clients, args.baseline_seconds, args.seed + 1, base_check)
     nb.stop()
 
+    (work / "samples.json").write_text(json.dumps(samples))
     ok = [s for s in samples if "bytes" in s]
     over = [s for s in ok if s["bytes"] + s["work_bytes"] > s["max_bytes"]]
     peak = max(ok, key=lambda s: s["bytes"] + s["work_bytes"]) if ok else None
