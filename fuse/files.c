@@ -7,6 +7,10 @@ struct cfs_file {
     cfs_file_version v;    /* v.ino 0: a free slot */
     bool loading;
     bool own_copy;         /* no slot was free: this reader's alone, freed at its put */
+    /* A reader handed out the last byte. The kernel reads a file's pieces concurrently, so
+     * the piece with the last byte is often not the last one put back: the bytes go when
+     * the last reader puts its piece back. */
+    bool ended;
     unsigned users;
     uint64_t last_use;
     cfs_buf bytes;
@@ -18,11 +22,12 @@ struct cfs_files {
     cfs_files_loader load;
     void *ctx;
     uint64_t tick;
+    size_t idle_max;       /* bytes idle slots may keep (files not read to their end) */
     size_t n;
     cfs_file slot[];
 };
 
-cfs_files *cfs_files_new(size_t slots, cfs_files_loader load, void *ctx)
+cfs_files *cfs_files_new(size_t slots, size_t idle_max, cfs_files_loader load, void *ctx)
 {
     cfs_files *f = calloc(1, sizeof *f + slots * sizeof f->slot[0]);
     if (!f)
@@ -31,6 +36,7 @@ cfs_files *cfs_files_new(size_t slots, cfs_files_loader load, void *ctx)
     pthread_cond_init(&f->loaded, NULL);
     f->load = load;
     f->ctx = ctx;
+    f->idle_max = idle_max;
     f->n = slots;
     return f;
 }
@@ -78,6 +84,29 @@ static void forget(cfs_file *s)
 {
     cfs_buf_free(&s->bytes);
     s->v.ino = 0;
+    s->ended = false;
+}
+
+/* Under the lock: the least recently used idle slots go until the idle ones keep at most
+ * idle_max bytes. Files read only in part (a client's range request) would otherwise keep
+ * their bytes until their slot is needed, and slots of large chunks add up. */
+static void trim_idle(cfs_files *f)
+{
+    for (;;) {
+        size_t idle = 0;
+        cfs_file *oldest = NULL;
+        for (size_t i = 0; i < f->n; i++) {
+            cfs_file *s = &f->slot[i];
+            if (!s->v.ino || s->users)
+                continue;
+            idle += s->bytes.cap;
+            if (!oldest || s->last_use < oldest->last_use)
+                oldest = s;
+        }
+        if (idle <= f->idle_max || !oldest)
+            return;
+        forget(oldest);
+    }
 }
 
 static cfs_file *load_own_copy(cfs_files *f, const cfs_file_version *v, cfs_err *err)
@@ -150,7 +179,10 @@ void cfs_files_put(cfs_files *f, cfs_file *file, bool reached_end)
         return;
     }
     pthread_mutex_lock(&f->lock);
-    if (--file->users == 0 && reached_end)
+    file->ended |= reached_end;
+    if (--file->users == 0 && file->ended)
         forget(file);
+    else if (file->users == 0)
+        trim_idle(f);
     pthread_mutex_unlock(&f->lock);
 }

@@ -3,8 +3,9 @@
  * file in pieces (readahead windows, at most max_read each), every piece a request of its own;
  * when the kernel opens files itself (no-open mode) no open ties the pieces together. Here a
  * file is fetched (from the cache, or made) once for all of its pieces, by one thread however
- * many ask at the same moment, and its bytes go when its last byte has been handed out or when
- * a newer file needs the slot.
+ * many ask at the same moment, and its bytes go when its last byte has been handed out and no
+ * piece is being read, when a newer file needs the slot, or when files read only in part
+ * keep too many bytes.
  */
 #ifndef CFS_FUSE_FILES_H
 #define CFS_FUSE_FILES_H
@@ -33,8 +34,9 @@ typedef struct cfs_file_version {
 /* A file's bytes, held by a reader from cfs_files_get to cfs_files_put. */
 typedef struct cfs_file cfs_file;
 
-/* At most `slots` files keep their bytes between pieces. NULL when out of memory. */
-cfs_files *cfs_files_new(size_t slots, cfs_files_loader load, void *ctx);
+/* At most `slots` files keep their bytes between pieces, and those nobody is reading at most
+ * idle_max bytes together. NULL when out of memory. */
+cfs_files *cfs_files_new(size_t slots, size_t idle_max, cfs_files_loader load, void *ctx);
 void cfs_files_free(cfs_files *f);
 
 /* The bytes of that version of the file, loaded if no slot has them; NULL with err when the

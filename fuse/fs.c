@@ -51,6 +51,9 @@ typedef struct mount_state {
 /* Slots of fuse/files.h: twice the loop's threads, so that the files being read at one moment
  * do not push each other out between their pieces. */
 enum { LOOP_THREADS = 16, FILE_SLOTS = 2 * LOOP_THREADS };
+/* Bytes kept by files nobody reads at the moment: a client that asked for a part of a file
+ * (an HTTP range) may never come back for the rest, and the kernel keeps what it was given. */
+#define FILE_IDLE_BYTES ((size_t)32 << 20)
 
 static mount_state *state_of(fuse_req_t req)
 {
@@ -476,7 +479,8 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
         fprintf(stderr, "cellucid-fs: %s\n", err.msg);
         return 1;
     }
-    mount_state st = {.vol = vol, .files = cfs_files_new(FILE_SLOTS, load_file, vol)};
+    mount_state st = {.vol = vol,
+                      .files = cfs_files_new(FILE_SLOTS, FILE_IDLE_BYTES, load_file, vol)};
     pthread_mutex_init(&st.status.lock, NULL);
     struct fuse_session *se = st.files ? new_session(opts->fuse_opts, debug, &st) : NULL;
     int status = 1;

@@ -10,7 +10,9 @@ int cfs_buf_reserve(cfs_buf *b, size_t extra)
     size_t need = b->len + extra;
     if (need <= b->cap)
         return 0;
-    size_t cap = b->cap ? b->cap : 256;
+    /* The first reservation is exact: a buffer filled once (a file's or a chunk's bytes, whose
+     * size is known) holds no slack; one that keeps growing doubles from there. */
+    size_t cap = b->cap ? b->cap : need < 256 ? 256 : need;
     while (cap < need)
         cap = cap > SIZE_MAX / 2 ? need : cap * 2;
     unsigned char *grown = realloc(b->data, cap);

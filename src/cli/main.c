@@ -186,6 +186,12 @@ int main(int argc, char **argv)
      * hundreds of MiB it never uses, and fail under ulimit -v (design §6.2). Four keep the
      * threads' allocations apart enough. */
     mallopt(M_ARENA_MAX, 4);
+    /* glibc raises its mmap threshold each time a large block is freed, so a long-running
+     * daemon ends up keeping chunk-sized buffers (hundreds of KiB to MiB, made and freed all
+     * day) in its heaps, where freed space is scattered and not given back: its resident
+     * memory creeps up with the work done. A fixed threshold keeps them mapped on their own
+     * and returned when freed, so what stays resident is what is in use. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 #endif
     /* The reader workers' fork server started by this program (src/isolate/spawn.c), not by
      * people. */

@@ -55,7 +55,7 @@ static int loads_of(cfs_files *files, counting_loader *l, uint64_t ino, struct t
 static void test_files(void)
 {
     counting_loader l = {PTHREAD_MUTEX_INITIALIZER, 0};
-    cfs_files *files = cfs_files_new(2, load_ino, &l);
+    cfs_files *files = cfs_files_new(2, 1 << 20, load_ino, &l);
     CHECK(files != NULL);
     if (!files)
         return;
@@ -78,7 +78,50 @@ static void test_files(void)
     cfs_files_free(files);
 }
 
+/* The kernel reads a file's pieces at once: the piece with the last byte is often put back
+ * before another, and the bytes still go once every piece is back. */
+static void test_files_last_piece_first(void)
+{
+    counting_loader l = {PTHREAD_MUTEX_INITIALIZER, 0};
+    cfs_files *files = cfs_files_new(2, 1 << 20, load_ino, &l);
+    CHECK(files != NULL);
+    if (!files)
+        return;
+    cfs_err err;
+    struct timespec t1 = {1, 0};
+    cfs_file_version v = {7, 6, t1};
+    cfs_file *early = cfs_files_get(files, &v, &err);
+    cfs_file *last = cfs_files_get(files, &v, &err);
+    CHECK(early && last && early == last && l.calls == 1);
+    if (last)
+        cfs_files_put(files, last, true);
+    if (early)
+        cfs_files_put(files, early, false);
+    CHECK(loads_of(files, &l, 7, t1, false) == 1);
+    cfs_files_free(files);
+}
+
+/* Files read in part keep at most the idle bound: the least recently used go first. */
+static void test_files_idle_bound(void)
+{
+    counting_loader l = {PTHREAD_MUTEX_INITIALIZER, 0};
+    /* each loaded file keeps a 256-byte buffer: two fit in 600 bytes, three do not */
+    cfs_files *files = cfs_files_new(4, 600, load_ino, &l);
+    CHECK(files != NULL);
+    if (!files)
+        return;
+    struct timespec t1 = {1, 0};
+    CHECK(loads_of(files, &l, 1, t1, false) == 1 && loads_of(files, &l, 2, t1, false) == 1);
+    CHECK(loads_of(files, &l, 1, t1, false) == 0);
+    CHECK(loads_of(files, &l, 3, t1, false) == 1);      /* 2, the least recent, goes */
+    CHECK(loads_of(files, &l, 1, t1, false) == 0 && loads_of(files, &l, 3, t1, false) == 0);
+    CHECK(loads_of(files, &l, 2, t1, false) == 1);
+    cfs_files_free(files);
+}
+
 void unit_fuse(void)
 {
     test_files();
+    test_files_last_piece_first();
+    test_files_idle_bound();
 }
