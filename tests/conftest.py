@@ -385,13 +385,15 @@ def _dense(x):
 
 
 def _values_equal(a, b):
-    """Exact equality of two numpy arrays of one dtype; NaN equals NaN, -0.0 differs from 0.0."""
+    """Exact equality of two numpy arrays of one dtype; NaN equals NaN (whatever its sign bit:
+    R's 0/0 is a negative NaN, a text oracle's "nan" a positive one), -0.0 differs from 0.0."""
     if a.shape != b.shape:
         return False
     if a.dtype.kind in "fc":
         if not np.array_equal(a, b, equal_nan=True):
             return False
-        return np.array_equal(np.signbit(a.real), np.signbit(b.real))
+        number = ~np.isnan(a.real)
+        return np.array_equal(np.signbit(a.real[number]), np.signbit(b.real[number]))
     if a.dtype.kind == "O" or b.dtype.kind == "O":
         la, lb = list(a.ravel()), list(b.ravel())
         return la == lb and [type(x) for x in la] == [type(x) for x in lb]

@@ -90,8 +90,8 @@ COMPRESSED = {"csr_f32.h5ad.gz": ("h5ad", "csr_f32"), "loompy3.loom.gz": ("loom"
 # sci_rna_seq3 is left out: its annotation tables' string columns become categoricals whose
 # category order the oracle and the store do not yet agree on (see the issue note).
 MTX = [n for n in test_mtx.NAMES if Path(test_mtx.ALL[n]["path"]).is_dir() and n != "sci_rna_seq3"]
-RDS = ["seurat.rds", "seurat_v5.rds", "seurat_split.rds", "seurat_scaled.rds", "sce.rds",
-       "sce_t.rds", "sce_types.rds"]
+RDS = ["seurat.rds", "seurat_v5.rds", "seurat_split.rds", "seurat_split_dense.rds",
+       "seurat_split_scaled.rds", "seurat_scaled.rds", "sce.rds", "sce_t.rds", "sce_types.rds"]
 FX = conftest.FIXTURES_DIR
 NEW_SOURCES = {   # fmt -> {name in the folder: path of the fixture}
     "legacy": {n: FX / "legacy_h5ad" / n for n in LEGACY},

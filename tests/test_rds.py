@@ -57,6 +57,15 @@ SEURAT = {
     "seurat_split.rds": {"id": "seurat_split", "v5": True},
     # its data joined (a layer of its own), its counts still split
     "seurat_split_counts.rds": {"id": "seurat_split_counts", "v5": True},
+    # seurat_split.rds with scale.data split too, each sample's over the features it holds:
+    # together every feature, so a layer (s2's cells 0 at the two it lacks)
+    "seurat_split_scaled.rds": {"id": "seurat_split_scaled", "v5": True},
+    # the split layers dense base matrices (counts integer): joined dense, as float64 as R's
+    # join; its split scale.data covers the variable features only: left out
+    "seurat_split_dense.rds": {"id": "seurat_split_dense", "v5": True, "left_out": [
+        "layers/scale.data: its split layers scale.data.* together hold 3 of the assay's 14 "
+        "features and 10 of its 10 cells (Seurat scales only the variable features by "
+        "default; ScaleData(features = rownames(obj)) scales them all)"]},
     # two assays: a MuData store, one modality each (the default first)
     "seurat_adt.rds": {"id": "seurat_adt", "modalities": ["RNA", "ADT"], "left_out": [
         "mod/RNA/layers/scale.data: it is 3 x 10 where the assay has 14 features and 10 cells "
@@ -146,8 +155,18 @@ def _frame(d, what):
 
 
 def _embedding(path):
+    """A dense matrix R wrote (write_dense: g17's text, NA for NA and NaN)."""
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    return df.drop(columns=["name"]).to_numpy().astype(np.float64), list(df["name"])
+    v = df.drop(columns=["name"]).replace("NA", "nan")
+    return v.to_numpy().astype(np.float64), list(df["name"])
+
+
+def _joined(d, stem):
+    """A layer of R's dump: sparse (<stem>.mtx), or dense (<stem>.csv: split base matrices
+    joined as JoinLayers joins them, a double matrix)."""
+    if (d / f"{stem}.mtx").exists():
+        return _mm(d / f"{stem}.mtx").T.tocsr()
+    return _embedding(d / f"{stem}.csv")[0]
 
 
 def oracle(file):
@@ -172,8 +191,8 @@ def oracle(file):
         x = np.asarray(_mm(d / "assay_logcounts.mtx").T.todense())   # a base matrix in R
         layers["counts"] = _mm(d / "assay_counts.mtx").T.tocsr()
     else:
-        x = _mm(d / "X.mtx").T.tocsr()
-        layers["counts"] = _mm(d / "counts.mtx").T.tocsr()
+        x = _joined(d, "X")
+        layers["counts"] = _joined(d, "counts")
         if (d / "scale.data.csv").exists():   # covers every feature: a dense layer
             layers["scale.data"], _ = _embedding(d / "scale.data.csv")
         for p in sorted(d.glob("obsp_*.mtx")):
@@ -400,7 +419,7 @@ con <- file(args[2], "wb"); serialize(obj, con, xdr = FALSE); close(con)
 
 
 @pytest.mark.parametrize("file", ["seurat.rds", "sce_types.rds", "seurat_v5.rds",
-                                  "seurat_split.rds"])
+                                  "seurat_split.rds", "seurat_split_dense.rds"])
 def test_native_binary_in_place_equals_r(file, cfs, tmp_path, monkeypatch):
     """The object as R's native little-endian binary (serialize(xdr = FALSE), written by R at
     test time), its vectors read in place: equal to R's reading."""
@@ -611,21 +630,89 @@ def test_assay_modalities_used_as_anndata(cfs, tmp_path):
         assert np.array_equal(back.layers["counts"].toarray(), sub.layers["counts"].toarray())
 
 
-def test_split_layers_joined_as_join_layers(cfs, tmp_path):
+@pytest.mark.parametrize("file,dense,keys", [
+    ("seurat_split.rds", False, ["counts", None]),
+    ("seurat_split_scaled.rds", False, ["counts", None, "scale.data"]),
+    ("seurat_split_dense.rds", True, ["counts", None])])
+def test_split_layers_joined_as_join_layers(file, dense, keys, cfs, tmp_path):
     """Each cell's row comes from the split layer holding it, and a feature its layer lacks is
-    zero for its cells (the whole store equals R's joined layers: test_export_equals_r; read
-    in place and spilled: test_read_in_place_equals_r, test_spilled_vectors_give_the_same_store)."""
-    export(cfs, RDS / "seurat_split.rds", tmp_path / "out")
-    a = ad.read_zarr(str(tmp_path / "out" / "seurat_split.zarr"))
+    zero for its cells: sparse layers joined sparse, base matrices dense (float64, as R's join
+    of them), split scale.data a dense layer when it covers every feature (the whole store
+    equals R's joined layers: test_export_equals_r; read in place and spilled:
+    test_read_in_place_equals_r, test_spilled_vectors_give_the_same_store)."""
+    export(cfs, RDS / file, tmp_path / "out")
+    a = ad.read_zarr(str(tmp_path / "out" / f"{file.split('.')[0]}.zarr"))
     order = np.argsort(a.obs["cellucid_original_position"].to_numpy())
     genes = list(a.var_names)
     lacking = [genes.index("Gene3"), genes.index("Gene9")]
-    for key in ["counts", None]:
-        x = (a.layers[key] if key else a.X)[order].toarray()
+    assert sorted(a.layers.keys()) == sorted(k for k in keys if k), a.layers.keys()
+    for key in keys:
+        m = (a.layers[key] if key else a.X)[order]
+        assert sp.issparse(m) == (dense is False and key != "scale.data"), key
+        x = np.asarray(m.toarray() if sp.issparse(m) else m)
+        if not sp.issparse(m):
+            assert x.dtype == np.float64, key
         # the odd cells are sample s1's, the even ones s2's, which lacks Gene3 and Gene9
-        assert not x[1::2][:, lacking].any(), key
-        assert x[0::2][:, lacking].any(), key
-        assert x[1::2].any(), key
+        assert np.array_equal(x[1::2][:, lacking], np.zeros((len(x[1::2]), 2))), key
+        assert np.nan_to_num(x[0::2][:, lacking]).any(), key
+        assert np.nan_to_num(x[1::2]).any(), key
+
+
+MIXED = """
+suppressPackageStartupMessages(library(Matrix))
+args <- commandArgs(TRUE)
+so <- readRDS(args[1])
+a5 <- so@assays$RNA   # an Assay5: its class is not defined here, so set with attr()
+l <- attr(a5, "layers")
+for (n in c("data.s2", "scale.data.s2")) l[[n]] <- as(l[[n]], "CsparseMatrix")
+attr(a5, "layers") <- l
+assays <- so@assays; assays$RNA <- a5
+slot(so, "assays", check = FALSE) <- assays
+saveRDS(so, args[2])
+"""
+
+
+def test_split_layers_sparse_and_dense_refused(cfs, tmp_path):
+    """seurat_split_dense.rds with one data layer (and one scale.data layer) made a dgCMatrix
+    (by R at test time): the assay is refused naming the layer, what is wrong and what to do;
+    scale.data split that way is left out with the same reason, not the object refused."""
+    if not shutil.which("Rscript"):
+        pytest.skip("Rscript is not installed (apt-get install r-base-core)")
+    src = tmp_path / "src"
+    src.mkdir()
+    subprocess.run(["Rscript", "-e", MIXED, str(RDS / "seurat_split_dense.rds"),
+                    str(src / "mixed.rds")], check=True, capture_output=True, timeout=300)
+    r = run_cfs(cfs, "export", src / "mixed.rds", tmp_path / "out")
+    assert r.returncode == 2, describe(r)
+    lines = refused_lines(r.stderr)
+    assert len(lines) == 1 and (
+        "the default assay 'RNA' of this Seurat object holds split layers; layer data.s2 is "
+        "sparse where the first split layer is a dense matrix; run obj <- JoinLayers(obj) in R "
+        "and save it again") in lines[0], describe(r)
+    # the same with data and counts joined (as JoinLayers(obj, layers = c("data", "counts"))
+    # leaves them): only scale.data is split, and it is left out
+    fix = MIXED.replace("saveRDS(so, args[2])", """
+a5 <- so@assays$RNA
+j <- function(l) { m <- matrix(0, nrow(a5@features), nrow(a5@cells))
+  for (n in grep(paste0("^", l, "[.]"), names(a5@layers), value = TRUE))
+    m[a5@features[, n], a5@cells[, n]] <- as.matrix(a5@layers[[n]])
+  m }
+keep <- grep("^scale[.]data[.]", names(a5@layers), value = TRUE)
+attr(a5, "layers") <- c(list(counts = j("counts"), data = j("data")), a5@layers[keep])
+cm <- as.matrix(a5@cells)[, keep]; fm <- as.matrix(a5@features)[, keep]
+attr(a5, "cells") <- new("LogMap", cbind(counts = TRUE, data = TRUE, cm))
+attr(a5, "features") <- new("LogMap", cbind(counts = TRUE, data = TRUE, fm))
+assays <- so@assays; assays$RNA <- a5
+slot(so, "assays", check = FALSE) <- assays
+saveRDS(so, args[2])""")
+    subprocess.run(["Rscript", "-e", fix, str(RDS / "seurat_split_dense.rds"),
+                    str(src / "mixed.rds")], check=True, capture_output=True, timeout=300)
+    r = export(cfs, src / "mixed.rds", tmp_path / "out2")
+    lines = left_out_lines(r.stderr)
+    assert len(lines) == 1 and (
+        "layers/scale.data: the default assay 'RNA' of this Seurat object holds split layers; "
+        "layer scale.data.s2 is sparse where the first split layer is a dense matrix") in lines[0], \
+        describe(r)
 
 
 def test_not_single_cell_refused_one_line(cfs, tmp_path):
@@ -652,7 +739,8 @@ SPILL = "CELLUCID_FS_TEST_R_SINK_THRESHOLD"
 
 
 @pytest.mark.parametrize("file", ["seurat.rds", "seurat_v5.rds", "sce.rds", "sce_t.rds",
-                                  "seurat_adt.rds", "seurat_split.rds"])
+                                  "seurat_adt.rds", "seurat_split.rds",
+                                  "seurat_split_dense.rds", "seurat_split_scaled.rds"])
 def test_spilled_vectors_give_the_same_store(file, cfs, tmp_path, monkeypatch):
     """Large vectors read by range from the file (or its decompressed copy) make the store the
     in-memory reading makes, byte for byte; and it still equals R's reading."""

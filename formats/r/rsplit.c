@@ -1,8 +1,11 @@
 /* An Assay5's split layers joined as JoinLayers joins them (rsplit.h). */
 #include "rsplit.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "rdensejoin.h"
 
 typedef unsigned long long ull;
 
@@ -168,9 +171,10 @@ typedef struct split {
     logmap cells, feats;
     uint32_t *owner;        /* ncell: 1 + the part holding the cell, 0 none */
     uint32_t *row;          /* ncell: the cell's row in that part */
-    int64_t **ptr;          /* nparts: each part's row pointers */
-    cfs_elem **parts;       /* nparts: each layer as a cells x features CSR element */
-    joined *values, *indices;
+    uint8_t *held;          /* nfeat: whether a part holds the feature */
+    int32_t **feature;      /* nparts: each part's features in the assay's order, NULL: all */
+    int64_t **ptr;          /* nparts: each sparse part's row pointers */
+    cfs_elem **parts;       /* nparts: each layer as a cells x features element */
     uint32_t nparts;
 } split;
 
@@ -180,16 +184,16 @@ static void split_free(split *s)
     free(s->feats.owned);
     free(s->owner);
     free(s->row);
+    free(s->held);
     for (uint32_t k = 0; k < s->nparts; k++) {
+        if (s->feature)
+            free(s->feature[k]);
         free(s->ptr[k]);
         cfs_elem_free(s->parts[k]);
     }
+    free(s->feature);
     free(s->ptr);
     free(s->parts);
-    if (s->values)
-        joined_free(s->values);
-    if (s->indices)
-        joined_free(s->indices);
 }
 
 /* why: what is wrong with the layer, and what to do (after verb: "is ", or ""). */
@@ -217,8 +221,52 @@ static int read_ptr(const cfs_array *p, uint64_t n, int64_t **out, cfs_err *err)
     return 0;
 }
 
-/* Layer name of the assay, part k: its matrix as a CSR element, which cells and features it
- * holds. */
+static bool sparse_part(const cfs_elem *el)
+{
+    return el->kind == CFS_EL_SPARSE && el->csr && el->aux->dtype == CFS_INT32;
+}
+
+/* A base matrix (or dgeMatrix) as rc_matrix_t presents it: a 2-d numeric array. */
+static bool dense_part(const cfs_elem *el)
+{
+    return el->kind == CFS_EL_ARRAY && el->values->ndim == 2 &&
+           (el->values->dtype == CFS_FLOAT64 || el->values->dtype == CFS_INT32 ||
+            el->values->dtype == CFS_BOOL);
+}
+
+/* What part k of the join is, checked against the first part: a layer of another kind is
+ * refused. JoinLayers would make the join's kind the first layer's (StitchMatrix dispatches
+ * on it), so the same object joined after reordering its layers would change from sparse to
+ * dense; a user who split a dense layer and a sparse one rather wants to be told, and
+ * JoinLayers in R says which one they get. */
+static int part_kind(const split *s, const char *name, const cfs_elem *el, uint64_t nc,
+                     uint64_t nf, cfs_err *err)
+{
+    bool sparse = sparse_part(el);
+    if (!sparse && !dense_part(el))
+        return refuse(s, name, "", "is neither a column-compressed sparse matrix (dgCMatrix) "
+                      "nor a base matrix, the kinds of split layer this version joins; run "
+                      "obj <- JoinLayers(obj) in R and save it again", err);
+    if (s->nparts > 0 && sparse != sparse_part(s->parts[0]))
+        return refuse(s, name, "", sparse ? "is sparse where the first split layer is a dense "
+                                            "matrix; run obj <- JoinLayers(obj) in R and save "
+                                            "it again"
+                                          : "is a dense matrix where the first split layer is "
+                                            "sparse; run obj <- JoinLayers(obj) in R and save "
+                                            "it again", err);
+    uint64_t r = sparse ? el->sparse_shape[0] : el->values->shape[0];
+    uint64_t k = sparse ? el->sparse_shape[1] : el->values->shape[1];
+    if (r != nc || k != nf)
+        return refuse(s, name, "", "is not as large as the cells and features the assay's "
+                      "maps give it (a damaged file); re-save it from R", err);
+    if (sparse && s->nparts > 0 && el->values->dtype != s->parts[0]->values->dtype)
+        return refuse(s, name, "", "holds values of another type than the first layer's; "
+                      "run obj <- JoinLayers(obj) in R and save it again", err);
+    return 0;
+}
+
+/* Layer name of the assay, part k: its matrix as a cells x features element, which cells and
+ * features it holds. */
 static int add_part(split *s, const char *name, const r_obj *m, uint64_t nfeat, cfs_err *err)
 {
     uint32_t k = s->nparts;
@@ -230,20 +278,14 @@ static int add_part(split *s, const char *name, const r_obj *m, uint64_t nfeat, 
     cfs_elem *el = rc_matrix_t(s->c, m, name, &why, err);
     if (!el)
         return why ? refuse(s, name, "is ", why, err) : cfs_err_oom(err);
+    uint64_t nc = logmap_count(&s->cells, ccol), nf = logmap_count(&s->feats, fcol);
+    if (part_kind(s, name, el, nc, nf, err) < 0) {
+        cfs_elem_free(el);
+        return -1;
+    }
     s->parts[k] = el;
     s->nparts++;
-    uint64_t nc = logmap_count(&s->cells, ccol), nf = logmap_count(&s->feats, fcol);
-    if (el->kind != CFS_EL_SPARSE || !el->csr || el->aux->dtype != CFS_INT32)
-        return refuse(s, name, "", "is not a column-compressed sparse matrix (dgCMatrix), "
-                      "the one kind of split layer this version joins; run obj <- "
-                      "JoinLayers(obj) in R and save it again", err);
-    if (el->sparse_shape[0] != nc || el->sparse_shape[1] != nf)
-        return refuse(s, name, "", "is not as large as the cells and features the assay's "
-                      "maps give it (a damaged file); re-save it from R", err);
-    if (k > 0 && el->values->dtype != s->parts[0]->values->dtype)
-        return refuse(s, name, "", "holds values of another type than the first layer's; "
-                      "run obj <- JoinLayers(obj) in R and save it again", err);
-    if (read_ptr(el->indptr, nc + 1, &s->ptr[k], err) < 0)
+    if (sparse_part(el) && read_ptr(el->indptr, nc + 1, &s->ptr[k], err) < 0)
         return -1;
     for (uint64_t i = 0, j = 0; i < s->cells.nrow; i++) {
         if (s->cells.v[(uint64_t)ccol * s->cells.nrow + i] != 1)
@@ -254,28 +296,30 @@ static int add_part(split *s, const char *name, const r_obj *m, uint64_t nfeat, 
         s->owner[i] = k + 1;
         s->row[i] = (uint32_t)j++;
     }
+    for (uint64_t i = 0; i < nfeat; i++)
+        s->held[i] |= s->feats.v[(uint64_t)fcol * s->feats.nrow + i] == 1;
     if (nf == nfeat)
-        return 0;   /* every feature: its indices are the assay's */
+        return 0;   /* every feature: its columns are the assay's */
     int32_t *map = malloc((nf ? nf : 1) * sizeof *map);
     if (!map)
         return cfs_err_oom(err);
     for (uint64_t i = 0, j = 0; i < nfeat; i++)
         if (s->feats.v[(uint64_t)fcol * s->feats.nrow + i] == 1)
             map[j++] = (int32_t)i;
-    s->indices->feature[k] = map;
+    s->feature[k] = map;
     return 0;
 }
 
-/* The joined row pointers, and the runs of both joined arrays. */
-static int64_t *join_rows(split *s, uint64_t ncell, uint64_t *nnz, cfs_err *err)
+/* The joined row pointers, and the runs of both joined arrays (*rs). */
+static int64_t *join_rows(split *s, uint64_t ncell, uint64_t *nnz, runs **rs, cfs_err *err)
 {
     int64_t *p = malloc((ncell + 1) * sizeof *p);
-    runs *rs = calloc(1, sizeof *rs);
+    *rs = calloc(1, sizeof **rs);
     run *v = malloc((ncell ? ncell : 1) * sizeof *v);
     uint64_t n = 0;
-    if (!p || !rs || !v) {
+    if (!p || !*rs || !v) {
         free(p);
-        free(rs);
+        free(*rs);
         free(v);
         cfs_err_oom(err);
         return NULL;
@@ -297,8 +341,7 @@ static int64_t *join_rows(split *s, uint64_t ncell, uint64_t *nnz, cfs_err *err)
     }
     *nnz = (uint64_t)p[ncell];
     run *shrunk = realloc(v, (n ? n : 1) * sizeof *v);
-    *rs = (runs){.v = shrunk ? shrunk : v, .n = n, .refs = 2};
-    s->values->runs = s->indices->runs = rs;
+    **rs = (runs){.v = shrunk ? shrunk : v, .n = n, .refs = 2};
     return p;
 }
 
@@ -319,29 +362,57 @@ static joined *joined_new(uint32_t nparts, bool mapped)
     return j;
 }
 
-/* The joined arrays as the element key (taking s's joined arrays). */
-static cfs_elem *join_elem(split *s, const char *key, uint64_t ncell, uint64_t nfeat,
-                           cfs_err *err)
+/* The joined values and indices over s's sparse parts (taking their feature maps), sharing
+ * rs; NULL with both freed (and rs released twice) when out of memory. */
+static int joined_pair(split *s, runs *rs, joined **values, joined **indices)
+{
+    *values = joined_new(s->nparts, false);
+    *indices = joined_new(s->nparts, true);
+    if (!*values || !*indices) {
+        if (*values)
+            joined_free(*values);
+        if (*indices)
+            joined_free(*indices);
+        runs_unref(rs);
+        runs_unref(rs);
+        return -1;
+    }
+    (*values)->runs = (*indices)->runs = rs;
+    for (uint32_t k = 0; k < s->nparts; k++) {
+        (*values)->src[k] = cfs_array_ref(s->parts[k]->values);
+        (*indices)->src[k] = cfs_array_ref(s->parts[k]->aux);
+        (*indices)->feature[k] = s->feature[k];
+        s->feature[k] = NULL;
+    }
+    return 0;
+}
+
+/* The joined arrays of the sparse parts as the element key. */
+static cfs_elem *join_sparse(split *s, const char *key, uint64_t ncell, uint64_t nfeat,
+                             cfs_err *err)
 {
     uint64_t nnz;
-    int64_t *p = join_rows(s, ncell, &nnz, err);
+    runs *rs;
+    joined *values, *indices;
+    int64_t *p = join_rows(s, ncell, &nnz, &rs, err);
     if (!p)
         return NULL;
-    for (uint32_t k = 0; k < s->nparts; k++) {
-        s->values->src[k] = cfs_array_ref(s->parts[k]->values);
-        s->indices->src[k] = cfs_array_ref(s->parts[k]->aux);
+    if (joined_pair(s, rs, &values, &indices) < 0) {
+        free(p);
+        cfs_err_oom(err);
+        return NULL;
     }
     uint64_t np = ncell + 1;
     /* int32 where it fits, as the layers' own pointers are (narrowed in place, from the start) */
     cfs_dtype pt = nnz <= INT32_MAX ? CFS_INT32 : CFS_INT64;
     for (uint64_t i = 0; pt == CFS_INT32 && i < np; i++)
         ((int32_t *)p)[i] = (int32_t)p[i];
-    cfs_array *x = cfs_array_new(s->parts[0]->values->dtype, 1, &nnz, &JOINED_OPS, s->values);
-    if (x)
-        s->values = NULL;
-    cfs_array *ix = cfs_array_new(CFS_INT32, 1, &nnz, &JOINED_OPS, s->indices);
-    if (ix)
-        s->indices = NULL;
+    cfs_array *x = cfs_array_new(s->parts[0]->values->dtype, 1, &nnz, &JOINED_OPS, values);
+    if (!x)
+        joined_free(values);
+    cfs_array *ix = cfs_array_new(CFS_INT32, 1, &nnz, &JOINED_OPS, indices);
+    if (!ix)
+        joined_free(indices);
     cfs_array *ptr = cfs_array_from_memory(pt, 1, &np, p);
     if (!ptr)
         free(p);
@@ -365,9 +436,51 @@ static cfs_elem *join_elem(split *s, const char *key, uint64_t ncell, uint64_t n
     return el;
 }
 
-int rc_split_join(const rconv *c, const r_obj *assay, const char *name, const char *key,
-                  const char *what, uint64_t ncell, uint64_t nfeat, cfs_elem **out,
-                  cfs_err *err)
+/* The dense parts joined as the element key (taking s's cell and feature maps). */
+static cfs_elem *join_dense(split *s, const char *key, uint64_t ncell, uint64_t nfeat,
+                            cfs_err *err)
+{
+    cfs_array **part = calloc(s->nparts, sizeof *part);
+    if (!part) {
+        cfs_err_oom(err);
+        return NULL;
+    }
+    for (uint32_t k = 0; k < s->nparts; k++)
+        part[k] = cfs_array_ref(s->parts[k]->values);
+    rc_dense_parts p = {.part = part, .feature = s->feature, .owner = s->owner, .row = s->row,
+                        .nparts = s->nparts};
+    s->feature = NULL;   /* the join's now */
+    s->owner = s->row = NULL;
+    cfs_array *a = rc_dense_join(&p, ncell, nfeat);
+    cfs_elem *el = a ? cfs_elem_from_array(CFS_EL_ARRAY, key, a) : NULL;   /* takes a */
+    if (!el)
+        cfs_err_oom(err);
+    return el;
+}
+
+/* Whether the parts hold every cell and feature of the assay; else why (n bytes) says what
+ * they lack. */
+static bool covering(const split *s, const char *name, uint64_t ncell, uint64_t nfeat,
+                     char *why, size_t n)
+{
+    uint64_t nc = 0, nf = 0;
+    for (uint64_t i = 0; i < ncell; i++)
+        nc += s->owner[i] != 0;
+    for (uint64_t i = 0; i < nfeat; i++)
+        nf += s->held[i];
+    if (nc == ncell && nf == nfeat)
+        return true;
+    snprintf(why, n, "its split layers %s.* together hold %llu of the assay's %llu features "
+             "and %llu of its %llu cells%s", name, (ull)nf, (ull)nfeat, (ull)nc, (ull)ncell,
+             nf < nfeat ? " (Seurat scales only the variable features by default; "
+                          "ScaleData(features = rownames(obj)) scales them all)" : "");
+    return false;
+}
+
+/* rc_split_join, and with why (n bytes) rc_split_join_covering. */
+static int split_join(const rconv *c, const r_obj *assay, const char *name, const char *key,
+                      const char *what, uint64_t ncell, uint64_t nfeat, cfs_elem **out,
+                      char *why, size_t nwhy, cfs_err *err)
 {
     const r_obj *layers = r_slot(assay, "layers");
     const r_obj *names = r_attr(layers, "names");
@@ -393,11 +506,11 @@ int rc_split_join(const rconv *c, const r_obj *assay, const char *name, const ch
     }
     s.owner = calloc(ncell ? ncell : 1, sizeof *s.owner);
     s.row = calloc(ncell ? ncell : 1, sizeof *s.row);
+    s.held = calloc(nfeat ? nfeat : 1, 1);
+    s.feature = calloc(n, sizeof *s.feature);
     s.ptr = calloc(n, sizeof *s.ptr);
     s.parts = calloc(n, sizeof *s.parts);
-    s.values = joined_new(n, false);
-    s.indices = joined_new(n, true);
-    if (!s.owner || !s.row || !s.ptr || !s.parts || !s.values || !s.indices) {
+    if (!s.owner || !s.row || !s.held || !s.feature || !s.ptr || !s.parts) {
         cfs_err_oom(err);
         goto done;
     }
@@ -406,9 +519,29 @@ int rc_split_join(const rconv *c, const r_obj *assay, const char *name, const ch
         if (split_of(ln, name) && add_part(&s, ln, layers->u.items[i], nfeat, err) < 0)
             goto done;
     }
-    *out = join_elem(&s, key, ncell, nfeat, err);
+    if (why && !covering(&s, name, ncell, nfeat, why, nwhy)) {
+        rc = 0;
+        goto done;
+    }
+    *out = sparse_part(s.parts[0]) ? join_sparse(&s, key, ncell, nfeat, err)
+                                   : join_dense(&s, key, ncell, nfeat, err);
     rc = *out ? 0 : -1;
 done:
     split_free(&s);
     return rc;
+}
+
+int rc_split_join(const rconv *c, const r_obj *assay, const char *name, const char *key,
+                  const char *what, uint64_t ncell, uint64_t nfeat, cfs_elem **out,
+                  cfs_err *err)
+{
+    return split_join(c, assay, name, key, what, ncell, nfeat, out, NULL, 0, err);
+}
+
+int rc_split_join_covering(const rconv *c, const r_obj *assay, const char *name,
+                           const char *key, const char *what, uint64_t ncell, uint64_t nfeat,
+                           cfs_elem **out, char *why, size_t nwhy, cfs_err *err)
+{
+    why[0] = '\0';
+    return split_join(c, assay, name, key, what, ncell, nfeat, out, why, nwhy, err);
 }

@@ -7,6 +7,11 @@
  * layers) say which cells and features each layer holds: its rows and columns are those, in
  * the assay's order. The joined matrix is a view over the layers' own arrays: nothing is copied
  * but its row pointers and the map of each layer's features to the assay's.
+ *
+ * Layers that are dgCMatrix join as a sparse matrix; layers that are base matrices (as split()
+ * leaves a dense layer, and scale.data always) as JoinLayers joins them, a dense double
+ * matrix, zero where a layer lacks a feature (formats/r/rdensejoin.h). Some of each are
+ * refused: JoinLayers would make the first one's kind of all of them.
  */
 #ifndef CFS_R_SPLIT_H
 #define CFS_R_SPLIT_H
@@ -23,5 +28,11 @@ bool rc_has_split_layer(const r_obj *layers, const char *name);
 int rc_split_join(const rconv *c, const r_obj *assay, const char *name, const char *key,
                   const char *what, uint64_t ncell, uint64_t nfeat, cfs_elem **out,
                   cfs_err *err);
+/* rc_split_join for a layer that is one only when it covers the whole assay (scale.data,
+ * issue 11): when the split layers together lack a cell or feature of the assay, *out is NULL
+ * and why (nwhy bytes; "" otherwise) says what they hold, for the list of what is left out. */
+int rc_split_join_covering(const rconv *c, const r_obj *assay, const char *name,
+                           const char *key, const char *what, uint64_t ncell, uint64_t nfeat,
+                           cfs_elem **out, char *why, size_t nwhy, cfs_err *err);
 
 #endif

@@ -4,8 +4,8 @@
  *   obs     meta.data (rownames: the cells), and active.ident as `ident`
  *   X       the default assay's `data` (features x cells dgCMatrix: its CSC arrays are the
  *           cells x features CSR); layers `counts`, and `scale.data` when it covers every feature.
- *           An Assay5's split layers (data.1, data.2, ...) are joined as JoinLayers joins them
- *           (formats/r/rsplit.h)
+ *           An Assay5's split layers (data.1, data.2, ..., scale.data.1, ...) are joined as
+ *           JoinLayers joins them (formats/r/rsplit.h)
  *   var     the assay's features, with meta.features (Assay) / meta.data (Assay5) columns and
  *           the variable features as `highly_variable`
  *   obsm    each DimReduc's cell.embeddings as X_<name lower-case> (X_umap, X_pca, X_tsne)
@@ -256,6 +256,31 @@ static int split_matrices(const rconv *c, const r_obj *assay, const char *what, 
     return 0;
 }
 
+/* An Assay5's split scale.data layers (scale.data.1, ...: each over its layer's cells and the
+ * features it scaled) joined as the layer scale.data when together they cover every cell and
+ * feature of the assay, as an unsplit one must (layer()); else left out with what they hold.
+ * A feature a split layer lacks is 0 for its cells, as JoinLayers' StitchMatrix leaves it.
+ * Split layers that cannot be joined leave scale.data out, as an unreadable one is, rather
+ * than the assay. */
+static int split_scale(const rconv *c, const r_obj *assay, const char *what, cfs_elem *lay,
+                       uint64_t ncell, uint64_t nfeat, cfs_err *err)
+{
+    char why[256];
+    cfs_elem *el = NULL;
+    cfs_err jerr = {0};
+    if (rc_split_join_covering(c, assay, "scale.data", "scale.data", what, ncell, nfeat, &el,
+                               why, sizeof why, &jerr) < 0) {
+        if (jerr.status == CFS_ENOMEM) {
+            *err = jerr;
+            return -1;
+        }
+        return leave(c, "layers/scale.data", jerr.msg, err);
+    }
+    if (el)
+        return cfs_elem_add_or_free(lay, el, err);
+    return why[0] ? leave(c, "layers/scale.data", why, err) : 0;
+}
+
 /* The matrices and features of assay (named name; what: "the default assay 'RNA'" or
  * "assay 'ADT'", for messages) into c->ds: X (data, or counts when it has no data), layers
  * counts and scale.data (split layers joined), var. Its cells: the assay's own names (an
@@ -320,7 +345,8 @@ static int assay_build(const rconv *c, const r_obj *assay, const char *what,
     }
     if ((counts_el && cfs_elem_add_or_free(lay, counts_el, err) < 0) ||
         layer(c, lay, counts, "counts", "layers/counts", nfeat, ncell, feat, err) < 0 ||
-        layer(c, lay, scale, "scale.data", "layers/scale.data", nfeat, ncell, feat, err) < 0)
+        layer(c, lay, scale, "scale.data", "layers/scale.data", nfeat, ncell, feat, err) < 0 ||
+        (v5 && !scale && split_scale(c, assay, what, lay, ncell, nfeat, err) < 0))
         return -1;
     *cells_out = cells;
     *ncell_out = ncell;

@@ -30,6 +30,7 @@ int main(int argc, char **argv)
     run("fuzz regressions", unit_fuzz_regressions);
     run("rstream", unit_rstream);
     run("rvectors", unit_rvectors);
+    run("rdensejoin", unit_rdensejoin);
     run("isolate", unit_isolate);
     run("zarr input", unit_zarr_input);
     run("net", unit_net);

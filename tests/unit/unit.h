@@ -31,6 +31,7 @@ void unit_fuzz_regressions(void);
 void unit_zarr_input(void);
 void unit_rstream(void);
 void unit_rvectors(void);
+void unit_rdensejoin(void);
 void unit_isolate(void);
 void unit_net(void);
 
