@@ -410,6 +410,7 @@ static void close_if_idle(ds_entry *e)
     e->store = NULL;
     cfs_dataset_free(e->p.ds);
     e->p.ds = NULL;
+    e->p.embedding = NULL;      /* it named a key of that dataset */
 }
 
 /* Without the lock: the store of a served dataset and what is in its folder, made once, at the
