@@ -10,7 +10,10 @@ range requests through libcurl.
 - change: a file replaced under nginx is served fresh (-o remote_poll=1).
 - bad remote input: 404, 403, a server without range support (python's http.server), a
   truncated body, a lying Content-Length, a server that never answers, a closed port, TLS to a
-  plain-HTTP port: each one line naming the URL, within the timeout, no crash.
+  plain-HTTP port, an https server whose certificate is not trusted: each one line naming the
+  URL (and, for TLS, -o remote_cafile), within the timeout, no crash.
+- TLS: with -o remote_cafile=CA the same https URL (nginx with a throwaway CA's certificate)
+  exports and mounts to the local file's export.
 - a server stopped mid-read gives EIO for that read, and the same read once it is back gives
   the export's bytes: never a wrong chunk.
 - inputs not read in parts (a Seurat .rds, a gzipped h5ad) are fetched whole, once, into the
@@ -40,7 +43,7 @@ import scipy.sparse as sp
 import zarr
 
 from conftest import FIXTURES_DIR, assert_adata_equal, describe, run_cfs, tree_bytes
-from nginx import Nginx, free_port
+from nginx import Nginx, TestCA, free_port
 
 PARITY = ["h5ad/csr_f32.h5ad", "loom/loompy3.loom", "tenx/cellranger7_features.h5",
           "mudata/citeseq.h5mu"]
@@ -315,6 +318,47 @@ def test_closed_port(cfs, tmp_path):
 def test_tls_to_plain_http(cfs, served, tmp_path):
     _, n = served
     refuse(cfs, f"https://127.0.0.1:{n.port}/x.h5ad", tmp_path, "tls")
+
+
+@pytest.fixture
+def served_tls(tmp_path):
+    """A folder served by nginx over https only, its certificate signed by a throwaway CA;
+    yields (folder, Nginx, TestCA). Stopped at teardown."""
+    root = tmp_path / "remote_tls"
+    root.mkdir()
+    ca = TestCA(tmp_path / "ca")
+    n = Nginx(root, tmp_path / "nginx_tls", tls=ca)
+    n.start()
+    yield root, n, ca
+    n.stop()
+
+
+def test_untrusted_certificate_names_the_url_and_remote_cafile(cfs, served_tls, tmp_path):
+    root, n, _ = served_tls
+    copy_fixture("h5ad/csr_f32.h5ad", root / "x.h5ad")
+    line = refuse(cfs, n.url("x.h5ad"), tmp_path, "tls failed")
+    assert "certificate" in line and "-o remote_cafile=PEM" in line, line
+    assert not requests_for(n, "x.h5ad")[0]     # refused at the handshake, nothing served
+
+
+def test_trusted_with_remote_cafile_equals_local_export(cfs, served_tls, mounts, tmp_path):
+    root, n, ca = served_tls
+    copy_fixture("h5ad/csr_f32.h5ad", root / "x.h5ad")
+    local = tmp_path / "local"
+    local.mkdir()
+    copy_fixture("h5ad/csr_f32.h5ad", local / "x.h5ad")
+    r1 = run_cfs(cfs, "export", "-o", f"remote_cafile={ca.ca}", n.url("x.h5ad"),
+                 tmp_path / "from_url")
+    r2 = run_cfs(cfs, "export", local / "x.h5ad", tmp_path / "from_file")
+    assert r1.returncode == r2.returncode == 0, describe(r1) + describe(r2)
+    want = tree_bytes(tmp_path / "from_file")
+    assert tree_bytes(tmp_path / "from_url") == want
+    count, _, statuses = requests_for(n, "x.h5ad")
+    assert count >= 1 and set(statuses) == {"206"}, statuses
+    m = mounts(n.url("x.h5ad"), opts=[f"remote_cafile={ca.ca}"])
+    assert tree_bytes(m.mnt / "x.zarr") == tree_bytes(tmp_path / "from_file" / "x.zarr")
+    assert_adata_equal(ad.read_zarr(str(m.mnt / "x.zarr")), ad.read_h5ad(local / "x.h5ad"),
+                       dataset_id="x", dataset_name="x")
 
 
 def test_server_stopped_mid_read_gives_eio_then_the_right_bytes(cfs, served, mounts, tmp_path):
