@@ -196,7 +196,9 @@ def test_changed_remote_file_is_served_fresh(cfs, served, mounts, tmp_path):
 
 
 class BadHandler(http.server.BaseHTTPRequestHandler):
-    """Answers by path: /forbidden.h5ad 403; /noranges.h5ad the whole body to any Range;
+    """Answers by path: /forbidden.h5ad 403; /changed.h5ad 412 to every request with
+    If-Match (its first byte, asked without, comes right); /noranges.h5ad the whole body to any
+    Range;
     /truncated.h5ad and /lying.h5ad a right first byte, then ranges whose body is cut short
     (truncated: the connection closes mid-body; lying: a Content-Length smaller than the range
     it claims); /hang.h5ad never answers."""
@@ -210,6 +212,11 @@ class BadHandler(http.server.BaseHTTPRequestHandler):
         path = self.path
         if path == "/hang.h5ad":
             time.sleep(60)
+            return
+        if path == "/changed.h5ad" and self.headers.get("If-Match"):
+            self.send_response(412)     # what nginx answers once the file was replaced
+            self.send_header("Content-Length", "0")
+            self.end_headers()
             return
         if path == "/forbidden.h5ad":
             self.send_response(403)
@@ -318,6 +325,120 @@ def test_closed_port(cfs, tmp_path):
 def test_tls_to_plain_http(cfs, served, tmp_path):
     _, n = served
     refuse(cfs, f"https://127.0.0.1:{n.port}/x.h5ad", tmp_path, "tls")
+
+
+REDIRECTS = """
+        location = /moved.h5ad { return 302 /real/x.h5ad; }
+        location = /gone_for_good.h5ad { return 301 /moved.h5ad; }
+        location = /loop.h5ad { return 302 /loop_again.h5ad; }
+        location = /loop_again.h5ad { return 302 /loop.h5ad; }"""
+
+
+@pytest.fixture
+def served_redirects(tmp_path):
+    """nginx serving a folder with real/x.h5ad, /moved.h5ad answering 302 to it,
+    /gone_for_good.h5ad 301 to /moved.h5ad, /loop.h5ad and /loop_again.h5ad 302 to each other.
+    Yields (folder, Nginx)."""
+    root = tmp_path / "remote"
+    (root / "real").mkdir(parents=True)
+    copy_fixture("h5ad/csr_f32.h5ad", root / "real" / "x.h5ad")
+    n = Nginx(root, tmp_path / "nginx", server_extra=REDIRECTS)
+    n.start()
+    yield root, n
+    n.stop()
+
+
+def log_lines(n, path):
+    """The status of each GET nginx logged for path, in order (a 206 answers a request that
+    carried its Range; a range-less GET would get 200 and the whole file)."""
+    log = (n.dir / "access.log").read_text()
+    return [l.split('"')[2].split()[0] for l in log.splitlines() if f"GET {path} " in l]
+
+
+@pytest.mark.parametrize("name,hops", [("moved.h5ad", 1), ("gone_for_good.h5ad", 2)])
+def test_redirected_url_reads_the_target(cfs, served_redirects, mounts, tmp_path, name, hops):
+    """A URL answering 302 (or 301 then 302) to the real file is read right: every request is
+    redirected, the range request at the target keeps its Range (206, never a 200 with the
+    whole file) and its If-Match (the version check: below, a file replaced under a redirect
+    fails the read)."""
+    root, n = served_redirects
+    stem = name.split(".")[0]
+    local = tmp_path / "local"
+    local.mkdir()
+    shutil.copyfile(root / "real" / "x.h5ad", local / name)    # the dataset's name is the URL's
+    r1 = run_cfs(cfs, "export", n.url(name), tmp_path / "from_url")
+    r2 = run_cfs(cfs, "export", local / name, tmp_path / "from_file")
+    assert r1.returncode == r2.returncode == 0, describe(r1) + describe(r2)
+    want = tree_bytes(tmp_path / "from_file" / f"{stem}.zarr")
+    assert tree_bytes(tmp_path / "from_url" / f"{stem}.zarr") == want
+    at_target = log_lines(n, "/real/x.h5ad")
+    assert at_target and set(at_target) == {"206"}, at_target
+    assert log_lines(n, "/moved.h5ad") == ["302"] * len(at_target)
+    if hops == 2:
+        assert log_lines(n, "/gone_for_good.h5ad") == ["301"] * len(at_target)
+    m = mounts(n.url(name))
+    assert tree_bytes(m.mnt / f"{stem}.zarr") == want
+
+
+def test_redirect_loop_names_the_url(cfs, served_redirects, tmp_path):
+    _, n = served_redirects
+    line = refuse(cfs, n.url("loop.h5ad"), tmp_path, "too many redirects")
+    assert "loop" in line.split(n.url("loop.h5ad"), 1)[1] and "check the url" in line.lower()
+
+
+def test_412_names_the_url_and_the_change(cfs, bad_server, tmp_path):
+    line = refuse(cfs, bad_server + "/changed.h5ad", tmp_path, "http 412")
+    assert "the file changed on the server while it was read" in line, line
+
+
+@pytest.mark.parametrize("redirected", [False, True])
+def test_file_replaced_during_reads_gives_eio_then_the_new_version(cfs, served_redirects, mounts,
+                                                                   tmp_path, redirected):
+    """A mounted URL (direct, or through a 302) whose file nginx starts serving another version
+    of: a read needing blocks not yet fetched is asked with If-Match, gets 412 and fails with
+    EIO (the poll interval is long: the mount still takes the old version for current); that
+    failure makes the next look ask the server again, so the new version is laid out and
+    served fresh. Every read that succeeds is one version's bytes, never a mix."""
+    root, n = served_redirects
+    target = root / "real" / "x.h5ad"
+    name = "moved.h5ad" if redirected else "real/x.h5ad"
+    stem = Path(name).stem
+    versions = []
+    for k, n_obs in enumerate((20000, 15000)):
+        local = tmp_path / f"v{k}"
+        local.mkdir()
+        write_big_h5ad(local / f"{stem}.h5ad", n_obs=n_obs, n_vars=500, density=0.05)
+        r = run_cfs(cfs, "export", local / f"{stem}.h5ad", tmp_path / f"out{k}")
+        assert r.returncode == 0, describe(r)
+        versions.append((local / f"{stem}.h5ad", tmp_path / f"out{k}" / f"{stem}.zarr"))
+    shutil.copyfile(versions[0][0], target)
+    m = mounts(n.url(name), opts=["remote_poll=3600"])
+    store = m.mnt / f"{stem}.zarr"
+    first = Path("obs") / "_index" / "0"
+    assert (store / first).read_bytes() == (versions[0][1] / first).read_bytes()
+    shutil.copyfile(versions[1][0], tmp_path / "next.h5ad")
+    os.replace(tmp_path / "next.h5ad", target)
+    os.utime(target, (time.time() + 5, time.time() + 5))     # another ETag for certain
+    key = Path("X") / "indices" / "0"          # gene-major: a pass over the whole matrix
+    with pytest.raises(OSError) as e:
+        (store / key).read_bytes()
+    assert e.value.errno == errno.EIO
+    assert "412" in log_lines(n, "/real/x.h5ad")
+    # A walk may straddle the switch (its listing the old store's, its later reads the new
+    # one's), so each file is checked on its own: one version's bytes, whole.
+    old, new = tree_bytes(versions[0][1]), tree_bytes(versions[1][1])
+    got = None
+    deadline = time.monotonic() + 60
+    while got != new and time.monotonic() < deadline:
+        try:
+            got = tree_bytes(store)
+        except OSError as err:
+            assert err.errno in (errno.EIO, errno.ENOENT), err
+            time.sleep(0.3)
+            continue
+        mixed = [k for k, v in got.items() if v != old.get(k) and v != new.get(k)]
+        assert not mixed, f"neither version's bytes: {mixed[:5]}"
+    assert got == new
 
 
 @pytest.fixture

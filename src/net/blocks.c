@@ -19,6 +19,7 @@ typedef struct known_url {
     bool failed;                /* the last answer was why, not info */
     cfs_err why;
     double asked;               /* monotonic seconds */
+    bool stale;                 /* a read found another version: ask again at the next look */
 } known_url;
 
 typedef struct memory_block {
@@ -73,6 +74,26 @@ static void remember(const char *name, const cfs_remote_info *info, const cfs_er
     else
         k->info = *info;
     k->asked = now;
+    k->stale = false;
+}
+
+/* A read of name found the object changed: the next look asks the server rather than reuse
+ * the answer for the rest of the poll interval, so the new version is laid out now. */
+static void forget(const char *name)
+{
+    pthread_mutex_lock(&blocks.lock);
+    known_url *k = known_of(name);
+    if (k)
+        k->stale = true;
+    pthread_mutex_unlock(&blocks.lock);
+}
+
+/* A range read's result: -2 (the object changed) forgets name's answer and becomes -1. */
+static int read_result(const char *name, int rc)
+{
+    if (rc == -2)
+        forget(name);
+    return rc < 0 ? -1 : rc;
 }
 
 /* What name is: asked again once the poll interval has passed (failures too, so a source that
@@ -85,7 +106,7 @@ static int remote_info(void *ctx, const char *name, cfs_remote_info *out, cfs_er
     double now = now_seconds();
     pthread_mutex_lock(&blocks.lock);
     known_url *k = known_of(name);
-    if (k && now - k->asked < blocks.cfg.poll) {
+    if (k && !k->stale && now - k->asked < blocks.cfg.poll) {
         int rc = k->failed ? (*err = k->why, -1) : (*out = k->info, 0);
         pthread_mutex_unlock(&blocks.lock);
         return rc;
@@ -109,6 +130,7 @@ static int remote_info(void *ctx, const char *name, cfs_remote_info *out, cfs_er
 }
 
 typedef struct block_job {
+    const char *name;           /* the source's name (its answer's key) */
     const char *url;
     const cfs_remote_info *version;
     uint64_t off;
@@ -120,7 +142,8 @@ static int fetch_block(void *ctx, cfs_buf *out, cfs_err *err)
     block_job *j = ctx;
     if (cfs_buf_reserve(out, j->len) < 0)
         return cfs_err_oom(err);
-    if (cfs_range_read(j->url, j->version, j->off, out->data + out->len, j->len, err) < 0)
+    int rc = cfs_range_read(j->url, j->version, j->off, out->data + out->len, j->len, err);
+    if (read_result(j->name, rc) < 0)
         return cfs_err_prefix(err, "%s", j->url);
     out->len += j->len;
     return 0;
@@ -163,11 +186,11 @@ static int memory_get(const char *key, block_job *job, cfs_buf *out, cfs_err *er
 }
 
 /* Block k of url's version into out. */
-static int get_block(const char *url, const cfs_remote_info *v, uint64_t k, cfs_buf *out,
-                     cfs_err *err)
+static int get_block(const char *name, const char *url, const cfs_remote_info *v, uint64_t k,
+                     cfs_buf *out, cfs_err *err)
 {
     uint64_t bs = blocks.cfg.block_size, off = k * bs;
-    block_job job = {url, v, off, (size_t)(v->size - off < bs ? v->size - off : bs)};
+    block_job job = {name, url, v, off, (size_t)(v->size - off < bs ? v->size - off : bs)};
     size_t cap = strlen(url) + strlen(v->version) + 64;
     char *key = malloc(cap);
     if (!key)
@@ -200,7 +223,7 @@ static int remote_read(void *ctx, const char *name, const cfs_remote_info *v, ui
     for (uint64_t at = off; rc == 0 && at < off + len;) {
         uint64_t k = at / bs;
         block.len = 0;
-        rc = get_block(url, v, k, &block, err);
+        rc = get_block(name, url, v, k, &block, err);
         if (rc < 0)
             break;
         uint64_t in = at - k * bs, take = block.len - in;
@@ -222,7 +245,7 @@ static int remote_fetch(void *ctx, const char *name, const cfs_remote_info *v, u
     char *url = cfs_url_target(name);
     if (!url)
         return cfs_err_oom(err);
-    int rc = cfs_range_fetch(url, v, off, len, fd, err);
+    int rc = read_result(name, cfs_range_fetch(url, v, off, len, fd, err));
     if (rc < 0)
         cfs_err_prefix(err, "%s", url);
     free(url);

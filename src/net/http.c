@@ -190,6 +190,8 @@ static const char *transport_advice(CURLcode rc)
     case CURLE_SSL_ISSUER_ERROR:
         return "TLS failed: check that the server speaks https on that port and that its "
                "certificate is trusted (a private CA: -o remote_cafile=PEM)";
+    case CURLE_TOO_MANY_REDIRECTS:
+        return "the URL redirects in a loop or through too many hops; check it";
     default:
         return "check the URL and the network";
     }
