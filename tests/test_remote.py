@@ -6,7 +6,12 @@ range requests through libcurl.
 - mount: a folder mixing a NAME.url file and a local file; anndata reads the remote store equal
   to the file read by anndata, and the store is byte for byte the export of a local copy.
 - ranges: a cold first view (obs and one embedding) of a mounted URL of a larger h5ad fetches a
-  small fraction of it (counted in nginx's access log), by range requests only.
+  small fraction of it (counted in nginx's access log), by range requests only; a read
+  spanning several missing blocks is one range request.
+- redirects (302, 301 then 302) are followed with the Range and If-Match kept; a loop is
+  refused naming the URL.
+- a file replaced under nginx between two reads (412 to If-Match, directly and behind a
+  redirect) fails the read with EIO, then the new version is served at once.
 - change: a file replaced under nginx is served fresh (-o remote_poll=1).
 - bad remote input: 404, 403, a server without range support (python's http.server), a
   truncated body, a lying Content-Length, a server that never answers, a closed port, TLS to a
@@ -189,6 +194,32 @@ def test_changed_remote_file_is_served_fresh(cfs, served, mounts, tmp_path):
     got = ad.read_zarr(str(store))
     assert got.n_obs == new.n_obs
     assert_adata_equal(got, new, dataset_id="changing", dataset_name="changing")
+
+
+def test_read_of_many_missing_blocks_is_one_request(cfs, served, mounts, tmp_path):
+    """A read spanning several blocks the cache lacks asks for them by one range request (at
+    most 16 MiB), not one request a block: a mounted 17 MiB h5ad whose 12.8 MB embedding is
+    contiguous (13 blocks of 1 MiB), viewed whole, costs at most 6 requests (block by block it
+    took 15); the embedding's bytes are the file's (anndata's reading)."""
+    root, n = served
+    rng = np.random.default_rng(5)
+    n_obs = 100000
+    a = ad.AnnData(sp.random(n_obs, 50, density=0.01, format="csr", dtype=np.float32,
+                             random_state=rng),
+                   obs=pd.DataFrame(index=[f"c{i}" for i in range(n_obs)]))
+    a.obsm["X_big"] = rng.normal(size=(n_obs, 32)).astype(np.float32)     # contiguous in HDF5
+    a.write_h5ad(root / "dense.h5ad")
+    m = mounts(n.url("dense.h5ad"))
+    g = zarr.open_consolidated(str(m.mnt / "dense.zarr"), mode="r")
+    order = g["obs/cellucid_original_position"][...]
+    got = g["obsm/X_big"][...]
+    count, fetched, statuses = requests_for(n, "dense.h5ad")
+    np.testing.assert_array_equal(got, a.obsm["X_big"][order])
+    assert set(statuses) == {"206"}, statuses
+    size = (root / "dense.h5ad").stat().st_size
+    # block by block (before): 15 requests, 13 of them for the embedding
+    assert count <= 6, f"{count} requests for a {size}-byte file"
+    assert fetched <= size + (2 << 20), (fetched, size)     # a block fetched twice at most
 
 
 # ---------------------------------------------------------------------------------------------
