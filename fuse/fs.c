@@ -420,6 +420,11 @@ static int cache_block_get(void *cache, const void *key, size_t key_len, cfs_blo
     return cfs_cache_get(cache, key, key_len, make, make_ctx, out, err);
 }
 
+static bool cache_block_has(void *cache, const void *key, size_t key_len)
+{
+    return cfs_cache_size(cache, key, key_len) >= 0;
+}
+
 int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bool foreground,
                    bool debug)
 {
@@ -493,7 +498,7 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
             cfs_watch *watch = NULL;
             if (cache) {
                 cfs_volume_set_cache(vol, cache);
-                cfs_block_store blocks = {cache_block_get, cache};
+                cfs_block_store blocks = {cache_block_get, cache, cache_block_has};
                 cfs_blocks_set_store(&blocks);
                 cfs_volume_on_change(vol, invalidate, se);
                 /* Threads start after the fork: the watcher, then libfuse's workers. */

@@ -39,7 +39,7 @@ http {{
     sendfile on;
 {http_extra}
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port}{ssl};
         root {root};
         autoindex off;
 {server_extra}
@@ -78,13 +78,15 @@ def free_port():
 class Nginx:
     """nginx serving `root` (a folder, e.g. a mount point) on 127.0.0.1:self.port."""
 
-    def __init__(self, root, workdir, http_extra="", server_extra=""):
+    def __init__(self, root, workdir, http_extra="", server_extra="", tls=None):
         """http_extra: directives added to the http block (bench/bench_soak.py: `aio threads;`,
         so that one process serves many clients while reads of the mount block); server_extra:
-        to the server block (test_remote.py: a `location` answering 403)."""
+        to the server block (test_remote.py: a `location` answering 403); tls: a TestCA, whose
+        server certificate makes the server speak https only."""
         self.root = Path(root)
         self.http_extra = http_extra
         self.server_extra = server_extra
+        self.tls = tls
         self.dir = Path(workdir)
         self.proc = None
         self.port = None
@@ -101,7 +103,10 @@ class Nginx:
         for attempt in range(5):
             self.port = free_port()
             conf = self.dir / "nginx.conf"
-            conf.write_text(CONF.format(d=self.dir, port=self.port, root=self.root,
+            ssl = "" if self.tls is None else (
+                f" ssl;\n        ssl_certificate {self.tls.cert};\n"
+                f"        ssl_certificate_key {self.tls.key}")
+            conf.write_text(CONF.format(d=self.dir, port=self.port, root=self.root, ssl=ssl,
                                         http_extra=self.http_extra,
                                         server_extra=self.server_extra))
             out = open(self.dir / "stdout.log", "ab")
@@ -150,4 +155,29 @@ class Nginx:
             conn.close()
 
     def url(self, path=""):
-        return f"http://127.0.0.1:{self.port}/" + urllib.parse.quote(str(path).lstrip("/"))
+        scheme = "http" if self.tls is None else "https"
+        return f"{scheme}://127.0.0.1:{self.port}/" + urllib.parse.quote(str(path).lstrip("/"))
+
+
+class TestCA:
+    """A throwaway certificate authority (ca.pem) and a certificate it signed for 127.0.0.1
+    (cert.pem, key.pem), made with openssl in folder: what a private https server has."""
+    __test__ = False        # not a pytest class
+
+    def __init__(self, folder):
+        d = Path(folder)
+        d.mkdir(parents=True, exist_ok=True)
+        self.ca, self.cert, self.key = d / "ca.pem", d / "cert.pem", d / "key.pem"
+        ca_key, csr, ext = d / "ca.key", d / "cert.csr", d / "ext.cnf"
+        ext.write_text("subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\n")
+        for args in (
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", self.ca,
+             "-days", "2", "-subj", "/CN=cellucid-fs test CA"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", self.key, "-out", csr,
+             "-subj", "/CN=127.0.0.1"],
+            ["x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", ca_key, "-CAcreateserial",
+             "-out", self.cert, "-days", "2", "-extfile", ext],
+        ):
+            r = subprocess.run(["openssl", *map(str, args)], capture_output=True, text=True)
+            if r.returncode != 0:
+                pytest.fail(f"openssl {args[0]} failed: {r.stderr}", pytrace=False)

@@ -6,11 +6,19 @@ range requests through libcurl.
 - mount: a folder mixing a NAME.url file and a local file; anndata reads the remote store equal
   to the file read by anndata, and the store is byte for byte the export of a local copy.
 - ranges: a cold first view (obs and one embedding) of a mounted URL of a larger h5ad fetches a
-  small fraction of it (counted in nginx's access log), by range requests only.
+  small fraction of it (counted in nginx's access log), by range requests only; a read
+  spanning several missing blocks is one range request.
+- redirects (302, 301 then 302) are followed with the Range and If-Match kept; a loop is
+  refused naming the URL.
+- a file replaced under nginx between two reads (412 to If-Match, directly and behind a
+  redirect) fails the read with EIO, then the new version is served at once.
 - change: a file replaced under nginx is served fresh (-o remote_poll=1).
 - bad remote input: 404, 403, a server without range support (python's http.server), a
   truncated body, a lying Content-Length, a server that never answers, a closed port, TLS to a
-  plain-HTTP port: each one line naming the URL, within the timeout, no crash.
+  plain-HTTP port, an https server whose certificate is not trusted: each one line naming the
+  URL (and, for TLS, -o remote_cafile), within the timeout, no crash.
+- TLS: with -o remote_cafile=CA the same https URL (nginx with a throwaway CA's certificate)
+  exports and mounts to the local file's export.
 - a server stopped mid-read gives EIO for that read, and the same read once it is back gives
   the export's bytes: never a wrong chunk.
 - inputs not read in parts (a Seurat .rds, a gzipped h5ad) are fetched whole, once, into the
@@ -40,7 +48,7 @@ import scipy.sparse as sp
 import zarr
 
 from conftest import FIXTURES_DIR, assert_adata_equal, describe, run_cfs, tree_bytes
-from nginx import Nginx, free_port
+from nginx import Nginx, TestCA, free_port
 
 PARITY = ["h5ad/csr_f32.h5ad", "loom/loompy3.loom", "tenx/cellranger7_features.h5",
           "mudata/citeseq.h5mu"]
@@ -188,12 +196,40 @@ def test_changed_remote_file_is_served_fresh(cfs, served, mounts, tmp_path):
     assert_adata_equal(got, new, dataset_id="changing", dataset_name="changing")
 
 
+def test_read_of_many_missing_blocks_is_one_request(cfs, served, mounts, tmp_path):
+    """A read spanning several blocks the cache lacks asks for them by one range request (at
+    most 16 MiB), not one request a block: a mounted 17 MiB h5ad whose 12.8 MB embedding is
+    contiguous (13 blocks of 1 MiB), viewed whole, costs at most 6 requests (block by block it
+    took 15); the embedding's bytes are the file's (anndata's reading)."""
+    root, n = served
+    rng = np.random.default_rng(5)
+    n_obs = 100000
+    a = ad.AnnData(sp.random(n_obs, 50, density=0.01, format="csr", dtype=np.float32,
+                             random_state=rng),
+                   obs=pd.DataFrame(index=[f"c{i}" for i in range(n_obs)]))
+    a.obsm["X_big"] = rng.normal(size=(n_obs, 32)).astype(np.float32)     # contiguous in HDF5
+    a.write_h5ad(root / "dense.h5ad")
+    m = mounts(n.url("dense.h5ad"))
+    g = zarr.open_consolidated(str(m.mnt / "dense.zarr"), mode="r")
+    order = g["obs/cellucid_original_position"][...]
+    got = g["obsm/X_big"][...]
+    count, fetched, statuses = requests_for(n, "dense.h5ad")
+    np.testing.assert_array_equal(got, a.obsm["X_big"][order])
+    assert set(statuses) == {"206"}, statuses
+    size = (root / "dense.h5ad").stat().st_size
+    # block by block (before): 15 requests, 13 of them for the embedding
+    assert count <= 6, f"{count} requests for a {size}-byte file"
+    assert fetched <= size + (2 << 20), (fetched, size)     # a block fetched twice at most
+
+
 # ---------------------------------------------------------------------------------------------
 # bad remote input
 
 
 class BadHandler(http.server.BaseHTTPRequestHandler):
-    """Answers by path: /forbidden.h5ad 403; /noranges.h5ad the whole body to any Range;
+    """Answers by path: /forbidden.h5ad 403; /changed.h5ad 412 to every request with
+    If-Match (its first byte, asked without, comes right); /noranges.h5ad the whole body to any
+    Range;
     /truncated.h5ad and /lying.h5ad a right first byte, then ranges whose body is cut short
     (truncated: the connection closes mid-body; lying: a Content-Length smaller than the range
     it claims); /hang.h5ad never answers."""
@@ -207,6 +243,11 @@ class BadHandler(http.server.BaseHTTPRequestHandler):
         path = self.path
         if path == "/hang.h5ad":
             time.sleep(60)
+            return
+        if path == "/changed.h5ad" and self.headers.get("If-Match"):
+            self.send_response(412)     # what nginx answers once the file was replaced
+            self.send_header("Content-Length", "0")
+            self.end_headers()
             return
         if path == "/forbidden.h5ad":
             self.send_response(403)
@@ -315,6 +356,161 @@ def test_closed_port(cfs, tmp_path):
 def test_tls_to_plain_http(cfs, served, tmp_path):
     _, n = served
     refuse(cfs, f"https://127.0.0.1:{n.port}/x.h5ad", tmp_path, "tls")
+
+
+REDIRECTS = """
+        location = /moved.h5ad { return 302 /real/x.h5ad; }
+        location = /gone_for_good.h5ad { return 301 /moved.h5ad; }
+        location = /loop.h5ad { return 302 /loop_again.h5ad; }
+        location = /loop_again.h5ad { return 302 /loop.h5ad; }"""
+
+
+@pytest.fixture
+def served_redirects(tmp_path):
+    """nginx serving a folder with real/x.h5ad, /moved.h5ad answering 302 to it,
+    /gone_for_good.h5ad 301 to /moved.h5ad, /loop.h5ad and /loop_again.h5ad 302 to each other.
+    Yields (folder, Nginx)."""
+    root = tmp_path / "remote"
+    (root / "real").mkdir(parents=True)
+    copy_fixture("h5ad/csr_f32.h5ad", root / "real" / "x.h5ad")
+    n = Nginx(root, tmp_path / "nginx", server_extra=REDIRECTS)
+    n.start()
+    yield root, n
+    n.stop()
+
+
+def log_lines(n, path):
+    """The status of each GET nginx logged for path, in order (a 206 answers a request that
+    carried its Range; a range-less GET would get 200 and the whole file)."""
+    log = (n.dir / "access.log").read_text()
+    return [l.split('"')[2].split()[0] for l in log.splitlines() if f"GET {path} " in l]
+
+
+@pytest.mark.parametrize("name,hops", [("moved.h5ad", 1), ("gone_for_good.h5ad", 2)])
+def test_redirected_url_reads_the_target(cfs, served_redirects, mounts, tmp_path, name, hops):
+    """A URL answering 302 (or 301 then 302) to the real file is read right: every request is
+    redirected, the range request at the target keeps its Range (206, never a 200 with the
+    whole file) and its If-Match (the version check: below, a file replaced under a redirect
+    fails the read)."""
+    root, n = served_redirects
+    stem = name.split(".")[0]
+    local = tmp_path / "local"
+    local.mkdir()
+    shutil.copyfile(root / "real" / "x.h5ad", local / name)    # the dataset's name is the URL's
+    r1 = run_cfs(cfs, "export", n.url(name), tmp_path / "from_url")
+    r2 = run_cfs(cfs, "export", local / name, tmp_path / "from_file")
+    assert r1.returncode == r2.returncode == 0, describe(r1) + describe(r2)
+    want = tree_bytes(tmp_path / "from_file" / f"{stem}.zarr")
+    assert tree_bytes(tmp_path / "from_url" / f"{stem}.zarr") == want
+    at_target = log_lines(n, "/real/x.h5ad")
+    assert at_target and set(at_target) == {"206"}, at_target
+    assert log_lines(n, "/moved.h5ad") == ["302"] * len(at_target)
+    if hops == 2:
+        assert log_lines(n, "/gone_for_good.h5ad") == ["301"] * len(at_target)
+    m = mounts(n.url(name))
+    assert tree_bytes(m.mnt / f"{stem}.zarr") == want
+
+
+def test_redirect_loop_names_the_url(cfs, served_redirects, tmp_path):
+    _, n = served_redirects
+    line = refuse(cfs, n.url("loop.h5ad"), tmp_path, "too many redirects")
+    assert "loop" in line.split(n.url("loop.h5ad"), 1)[1] and "check the url" in line.lower()
+
+
+def test_412_names_the_url_and_the_change(cfs, bad_server, tmp_path):
+    line = refuse(cfs, bad_server + "/changed.h5ad", tmp_path, "http 412")
+    assert "the file changed on the server while it was read" in line, line
+
+
+@pytest.mark.parametrize("redirected", [False, True])
+def test_file_replaced_during_reads_gives_eio_then_the_new_version(cfs, served_redirects, mounts,
+                                                                   tmp_path, redirected):
+    """A mounted URL (direct, or through a 302) whose file nginx starts serving another version
+    of: a read needing blocks not yet fetched is asked with If-Match, gets 412 and fails with
+    EIO (the poll interval is long: the mount still takes the old version for current); that
+    failure makes the next look ask the server again, so the new version is laid out and
+    served fresh. Every read that succeeds is one version's bytes, never a mix."""
+    root, n = served_redirects
+    target = root / "real" / "x.h5ad"
+    name = "moved.h5ad" if redirected else "real/x.h5ad"
+    stem = Path(name).stem
+    versions = []
+    for k, n_obs in enumerate((20000, 15000)):
+        local = tmp_path / f"v{k}"
+        local.mkdir()
+        write_big_h5ad(local / f"{stem}.h5ad", n_obs=n_obs, n_vars=500, density=0.05)
+        r = run_cfs(cfs, "export", local / f"{stem}.h5ad", tmp_path / f"out{k}")
+        assert r.returncode == 0, describe(r)
+        versions.append((local / f"{stem}.h5ad", tmp_path / f"out{k}" / f"{stem}.zarr"))
+    shutil.copyfile(versions[0][0], target)
+    m = mounts(n.url(name), opts=["remote_poll=3600"])
+    store = m.mnt / f"{stem}.zarr"
+    first = Path("obs") / "_index" / "0"
+    assert (store / first).read_bytes() == (versions[0][1] / first).read_bytes()
+    shutil.copyfile(versions[1][0], tmp_path / "next.h5ad")
+    os.replace(tmp_path / "next.h5ad", target)
+    os.utime(target, (time.time() + 5, time.time() + 5))     # another ETag for certain
+    key = Path("X") / "indices" / "0"          # gene-major: a pass over the whole matrix
+    with pytest.raises(OSError) as e:
+        (store / key).read_bytes()
+    assert e.value.errno == errno.EIO
+    assert "412" in log_lines(n, "/real/x.h5ad")
+    # A walk may straddle the switch (its listing the old store's, its later reads the new
+    # one's), so each file is checked on its own: one version's bytes, whole.
+    old, new = tree_bytes(versions[0][1]), tree_bytes(versions[1][1])
+    got = None
+    deadline = time.monotonic() + 60
+    while got != new and time.monotonic() < deadline:
+        try:
+            got = tree_bytes(store)
+        except OSError as err:
+            assert err.errno in (errno.EIO, errno.ENOENT), err
+            time.sleep(0.3)
+            continue
+        mixed = [k for k, v in got.items() if v != old.get(k) and v != new.get(k)]
+        assert not mixed, f"neither version's bytes: {mixed[:5]}"
+    assert got == new
+
+
+@pytest.fixture
+def served_tls(tmp_path):
+    """A folder served by nginx over https only, its certificate signed by a throwaway CA;
+    yields (folder, Nginx, TestCA). Stopped at teardown."""
+    root = tmp_path / "remote_tls"
+    root.mkdir()
+    ca = TestCA(tmp_path / "ca")
+    n = Nginx(root, tmp_path / "nginx_tls", tls=ca)
+    n.start()
+    yield root, n, ca
+    n.stop()
+
+
+def test_untrusted_certificate_names_the_url_and_remote_cafile(cfs, served_tls, tmp_path):
+    root, n, _ = served_tls
+    copy_fixture("h5ad/csr_f32.h5ad", root / "x.h5ad")
+    line = refuse(cfs, n.url("x.h5ad"), tmp_path, "tls failed")
+    assert "certificate" in line and "-o remote_cafile=PEM" in line, line
+    assert not requests_for(n, "x.h5ad")[0]     # refused at the handshake, nothing served
+
+
+def test_trusted_with_remote_cafile_equals_local_export(cfs, served_tls, mounts, tmp_path):
+    root, n, ca = served_tls
+    copy_fixture("h5ad/csr_f32.h5ad", root / "x.h5ad")
+    local = tmp_path / "local"
+    local.mkdir()
+    copy_fixture("h5ad/csr_f32.h5ad", local / "x.h5ad")
+    r1 = run_cfs(cfs, "export", "-o", f"remote_cafile={ca.ca}", n.url("x.h5ad"),
+                 tmp_path / "from_url")
+    r2 = run_cfs(cfs, "export", local / "x.h5ad", tmp_path / "from_file")
+    assert r1.returncode == r2.returncode == 0, describe(r1) + describe(r2)
+    want = tree_bytes(tmp_path / "from_file")
+    assert tree_bytes(tmp_path / "from_url") == want
+    count, _, statuses = requests_for(n, "x.h5ad")
+    assert count >= 1 and set(statuses) == {"206"}, statuses
+    m = mounts(n.url("x.h5ad"), opts=[f"remote_cafile={ca.ca}"])
+    assert tree_bytes(m.mnt / "x.zarr") == tree_bytes(tmp_path / "from_file" / "x.zarr")
+    assert_adata_equal(ad.read_zarr(str(m.mnt / "x.zarr")), ad.read_h5ad(local / "x.h5ad"),
+                       dataset_id="x", dataset_name="x")
 
 
 def test_server_stopped_mid_read_gives_eio_then_the_right_bytes(cfs, served, mounts, tmp_path):

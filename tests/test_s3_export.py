@@ -29,6 +29,7 @@ from conftest import (
     tree_bytes,
 )
 import rgw
+from nginx import Nginx, TestCA
 from test_remote import write_big_h5ad
 
 sys.path.insert(0, str(REPO / "example"))
@@ -129,6 +130,47 @@ def test_export_equals_folder_export(cfs, gateway, folder_export):
         json_doc = key.endswith(JSON_NAMES)
         assert headers["Content-Type"] == ("application/json" if json_doc
                                            else "application/octet-stream"), key
+
+
+@pytest.fixture
+def https_gateway(gateway, tmp_path):
+    """The gateway behind an nginx speaking https only (a throwaway CA's certificate), passing
+    requests on as they came (the Host header too: it is signed); yields (https URL, TestCA)."""
+    ca = TestCA(tmp_path / "ca")
+    proxy = f"""
+        client_max_body_size 0;
+        location /{BUCKET} {{
+            proxy_pass {gateway.endpoint};
+            proxy_set_header Host $http_host;
+            proxy_http_version 1.1;
+            proxy_request_buffering off;
+        }}"""
+    n = Nginx(tmp_path, tmp_path / "nginx_tls", server_extra=proxy, tls=ca)
+    n.start()
+    yield n.url().rstrip("/"), ca
+    n.stop()
+
+
+def test_export_to_https_endpoint_honours_remote_cafile(cfs, gateway, https_gateway,
+                                                        folder_export):
+    """The export's S3 client checks an https endpoint's certificate as the remote sources'
+    reader does: untrusted, one line naming the request's URL and -o remote_cafile; with
+    -o remote_cafile=CA, the objects are the folder export's."""
+    endpoint, ca = https_gateway
+    r = export_s3(cfs, gateway, GOOD_DIR, "tls/", endpoint=endpoint)
+    assert r.returncode != 0, describe(r)
+    lines = [l for l in r.stderr.splitlines() if endpoint in l]
+    assert lines and "TLS failed" in lines[0] and "-o remote_cafile=PEM" in lines[0], describe(r)
+    assert objects(gateway, "tls/") == {}
+    r = subprocess.run(
+        [str(cfs), "export", "-o", f"s3_endpoint={endpoint},remote_cafile={ca.ca}",
+         str(GOOD_DIR), f"s3://{BUCKET}/tls/"],
+        capture_output=True, text=True, timeout=TIMEOUT, env=s3_env())
+    assert r.returncode == 0, describe(r)
+    want = tree_bytes(folder_export)
+    got = objects(gateway, "tls/")
+    assert sorted(got) == sorted(want)
+    assert [k for k in want if got[k] != want[k]] == []
 
 
 def test_anndata_reads_a_store_over_http(cfs, gateway, folder_export, oracle):

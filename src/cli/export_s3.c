@@ -5,6 +5,7 @@
 #include "s3_upload.h"
 #include "strfmt.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -88,6 +89,8 @@ int cfs_export_s3(const char *src, const char *url, const cfs_options *opts, FIL
     int rc = cfg ? cfs_s3_url_parse(url, &bucket, &key, err) : cfs_err_oom(err);
     if (rc == 0)
         rc = cfs_s3_config_load(cfg, opts->s3_endpoint, err);
+    if (rc == 0)
+        snprintf(cfg->cafile, sizeof cfg->cafile, "%s", opts->remote.cafile);
     if (rc == 0) {
         size_t n = strlen(key);
         prefix = cfs_strdupf("%s%s", key, n && key[n - 1] != '/' ? "/" : "");

@@ -8,6 +8,7 @@
 #ifndef CFS_BLOCKS_H
 #define CFS_BLOCKS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
@@ -23,6 +24,9 @@ typedef struct cfs_block_store {
     int (*get)(void *ctx, const void *key, size_t key_len, cfs_block_producer produce,
                void *produce_ctx, cfs_buf *out, cfs_err *err);
     void *ctx;
+    /* Whether key is kept (cfs_cache_size >= 0), so that a read's one request for the blocks
+     * it lacks stops at one it has. NULL: not known (the request goes to the read's end). */
+    bool (*has)(void *ctx, const void *key, size_t key_len);
 } cfs_block_store;
 
 typedef struct cfs_blocks_config {

@@ -15,6 +15,7 @@ struct cfs_http {
     CURL *curl;
     int attempts;
     char errbuf[CURL_ERROR_SIZE];
+    char *cafile;                  /* NULL: the system's */
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -26,7 +27,7 @@ static void global_init(void)
     global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-cfs_http *cfs_http_new(int attempts, cfs_err *err)
+cfs_http *cfs_http_new(int attempts, const char *cafile, cfs_err *err)
 {
     pthread_once(&global_once, global_init);
     if (global_rc != CURLE_OK) {
@@ -34,7 +35,10 @@ cfs_http *cfs_http_new(int attempts, cfs_err *err)
         return NULL;
     }
     cfs_http *h = calloc(1, sizeof *h);
-    if (!h || !(h->curl = curl_easy_init())) {
+    if (!h || !(h->curl = curl_easy_init()) ||
+        (cafile && cafile[0] && !(h->cafile = strdup(cafile)))) {
+        if (h && h->curl)
+            curl_easy_cleanup(h->curl);
         free(h);
         cfs_err_oom(err);
         return NULL;
@@ -48,6 +52,7 @@ void cfs_http_free(cfs_http *h)
     if (!h)
         return;
     curl_easy_cleanup(h->curl);
+    free(h->cafile);
     free(h);
 }
 
@@ -123,6 +128,8 @@ static int set_request(cfs_http *h, const cfs_http_request *req, struct curl_sli
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)STALL_TIMEOUT_S);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, *hdrs);
+    if (h->cafile)
+        curl_easy_setopt(c, CURLOPT_CAINFO, h->cafile);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
@@ -180,7 +187,11 @@ static const char *transport_advice(CURLcode rc)
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_SSL_CERTPROBLEM:
     case CURLE_SSL_CACERT_BADFILE:
-        return "TLS failure: check the server's certificate (a private CA: set CURL_CA_BUNDLE)";
+    case CURLE_SSL_ISSUER_ERROR:
+        return "TLS failed: check that the server speaks https on that port and that its "
+               "certificate is trusted (a private CA: -o remote_cafile=PEM)";
+    case CURLE_TOO_MANY_REDIRECTS:
+        return "the URL redirects in a loop or through too many hops; check it";
     default:
         return "check the URL and the network";
     }

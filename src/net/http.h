@@ -36,8 +36,9 @@ typedef struct cfs_http_response {
 typedef struct cfs_http cfs_http;
 
 /* A handle for one thread at a time; attempts = tries per request (transport failures, 429 and
- * 5xx are retried with a doubling backoff from 0.25 s). */
-cfs_http *cfs_http_new(int attempts, cfs_err *err);
+ * 5xx are retried with a doubling backoff from 0.25 s); cafile (NULL or "": the system's) the
+ * CA bundle https servers are checked with (-o remote_cafile, as range.c's). */
+cfs_http *cfs_http_new(int attempts, const char *cafile, cfs_err *err);
 void cfs_http_free(cfs_http *h);
 
 /*

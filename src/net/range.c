@@ -182,7 +182,8 @@ static bool transport_failure(CURLcode rc, const char *detail, double timeout, c
                      "port and that its certificate is trusted (-o remote_cafile=PEM)", what);
         return false;
     case CURLE_TOO_MANY_REDIRECTS:
-        cfs_err_setc(err, CFS_EIO, "too many redirects (%s)", what);
+        cfs_err_setc(err, CFS_EIO, "too many redirects (%s): the URL redirects in a loop or "
+                     "through too many hops; check the URL, or give the one it ends at", what);
         return false;
     case CURLE_UNSUPPORTED_PROTOCOL:
         cfs_err_setc(err, CFS_EREFUSED, "redirected to a protocol other than http(s) (%s)", what);
@@ -465,7 +466,7 @@ static int read_checked(const char *url, const cfs_remote_info *version, uint64_
     a->want = len;
     long status = 0;
     if (get_range(url, off, off + len - 1, if_match, a, &status, err) < 0)
-        return -1;
+        return status == 412 ? -2 : -1;
     uint64_t first = 0, last = 0, total = 0;
     bool known = false;
     if (status != 206)
@@ -476,9 +477,11 @@ static int read_checked(const char *url, const cfs_remote_info *version, uint64_
         return cfs_err_setc(err, CFS_EIO, "the server answered another range than asked "
                             "(\"%s\" for %llu-%llu)", a->content_range, (unsigned long long)off,
                             (unsigned long long)(off + len - 1));
-    if ((known && total != version->size) || !same_version(a, version))
-        return cfs_err_setc(err, CFS_EIO, "the file changed on the server while it was read; "
-                            "its new version is served once it is laid out again");
+    if ((known && total != version->size) || !same_version(a, version)) {
+        cfs_err_setc(err, CFS_EIO, "the file changed on the server while it was read; its new "
+                     "version is served once it is laid out again");
+        return -2;
+    }
     if (a->overflow || a->got != len)
         return cfs_err_setc(err, CFS_EIO, "the server sent %s bytes than the %zu asked for "
                             "(a truncated body or a false Content-Length)",

@@ -29,8 +29,9 @@ int cfs_range_global_init(const cfs_range_config *cfg, cfs_err *err);
  * ranges with the whole file is refused (CFS_EREFUSED) with what to do. */
 int cfs_range_info(const char *url, cfs_remote_info *out, cfs_err *err);
 
-/* Exactly len bytes at off of the version of url: a changed object (If-Match, the validators
- * of the answer, its total size) fails with CFS_EIO. */
+/* Exactly len bytes at off of the version of url. -1 with err on failure; -2 (err's status
+ * CFS_EIO) when the object is no longer that version: a 412 to If-Match, or an answer with
+ * other validators or another total size. */
 int cfs_range_read(const char *url, const cfs_remote_info *version, uint64_t off, void *buf,
                   size_t len, cfs_err *err);
 

@@ -37,7 +37,7 @@ cfs_s3 *cfs_s3_new(const cfs_s3_config *cfg, cfs_err *err)
         cfs_err_oom(err);
         return NULL;
     }
-    if (!(s3->http = cfs_http_new(S3_ATTEMPTS, err))) {
+    if (!(s3->http = cfs_http_new(S3_ATTEMPTS, cfg->cafile, err))) {
         free(s3);
         return NULL;
     }

@@ -32,10 +32,11 @@ typedef struct cfs_s3_config {
     char endpoint[1024];            /* "scheme://host[:port]" with path-style addressing; "" AWS */
     char region[64];
     cfs_s3_creds creds;
+    char cafile[4096];              /* a CA bundle (PEM) for an https endpoint; "" the system's */
 } cfs_s3_config;
 
 /*
- * The configuration of the environment: endpoint (NULL or "": AWS's, virtual-hosted), region
+ * The configuration of the environment (cafile left "": the caller's option): endpoint (NULL or "": AWS's, virtual-hosted), region
  * from AWS_REGION / AWS_DEFAULT_REGION (else us-east-1), credentials from AWS_ACCESS_KEY_ID /
  * AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, else the AWS_PROFILE (else "default") profile of
  * AWS_SHARED_CREDENTIALS_FILE (else ~/.aws/credentials).
