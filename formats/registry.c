@@ -279,7 +279,9 @@ static const cfs_format *remote_refusal(const cfs_probe_input *in, const cfs_for
     size_t len;
     const unsigned char *head = cfs_probe_head(in, &len);
     bool hdf5 = len >= 8 && memcmp(head, "\x89HDF\r\n\x1a\n", 8) == 0;
-    if (f || !hdf5)     /* an HDF5 file nobody reads keeps the readers' reason */
+    /* an HDF5 file nobody reads keeps the readers' reason, and a folder URL (a Zarr store's)
+     * the explanation of why it was not read */
+    if (f || (!hdf5 && !cfs_probe_is_dir(in)))
         cfs_err_setc(err, CFS_EREFUSED, "%s is not read over HTTP yet (HDF5 inputs and Zarr "
                      "stores are: h5ad, loom, 10x .h5, .h5mu, .zarr.zip, consolidated .zarr "
                      "folders; and R objects and compressed copies, fetched whole); download it "

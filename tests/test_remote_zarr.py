@@ -1,16 +1,19 @@
 """AnnData Zarr stores over HTTP (issue 16, docs/design.md §11, formats/zarr/zarr_backend.c):
-a `.zarr.zip` URL read in place by libzip over range requests, and a consolidated Zarr v2
-folder URL read key by key (URL/KEY), both through the same reader of URLs as HDF5 inputs
-(the daemon fetching for the reader workers).
+a `.zarr.zip` URL read in place by libzip over range requests, and a consolidated Zarr folder
+URL (v2's .zmetadata, or v3's consolidated metadata inline in the root's zarr.json) read key by
+key (URL/KEY), both through the same reader of URLs as HDF5 inputs (the daemon fetching for the
+reader workers).
 
-- parity: `export URL` of a zip and of a consolidated folder served by nginx is byte for byte
-  the export of the same store read locally; the mounted store, read by anndata.read_zarr,
-  equals anndata's reading of the local fixture.
-- ranges: a cold first view of a mounted `.zarr.zip` URL of a larger store fetches a small
-  fraction of it (nginx's access log), by range requests only.
+- parity: `export URL` of a zip and of a consolidated folder (v2; v3 with sharded arrays and
+  every chunk key encoding, and a v3 MuData store) served by nginx is byte for byte the export
+  of the same store read locally; the mounted store, read by anndata.read_zarr, equals
+  anndata's reading of the local fixture (for v3, of the v2 store it was re-written from).
+- ranges: a cold first view of a mounted `.zarr.zip` URL, and of a v3 folder URL, of a larger
+  store fetches a small fraction of it (nginx's access log), by range requests only.
 - a chunk the server has not (404) is a missing chunk: its fill value, as zarr-python reads it;
   a chunk it refuses (403) fails the export and the mounted read (EIO) naming its URL, never a
-  fill; a folder without consolidated metadata is refused saying to consolidate it.
+  fill; a folder without consolidated metadata (v2, or a v3 zarr.json without it) is refused
+  in one line naming its URL and saying to consolidate it or serve it zipped.
 
 Needs nginx (Debian package `nginx`) and /dev/fuse; a missing one fails, never skips.
 """
@@ -33,14 +36,19 @@ from test_remote import requests_for
 
 def statuses_under(n, name):
     """The statuses of the GET requests nginx logged for /name and the keys under it (but the
-    look for a v3 store's zarr.json, which a v2 store has not: 404)."""
+    look for the root metadata of the other Zarr version, which the store has not: 404)."""
     log = (n.dir / "access.log").read_text()
+    other = (f"GET /{name}/zarr.json ", f"GET /{name}/.zmetadata ")
     return [l.split('"')[2].split()[0] for l in log.splitlines()
-            if (f"GET /{name} " in l or f"GET /{name}/" in l) and "/zarr.json " not in l]
+            if (f"GET /{name} " in l or f"GET /{name}/" in l)
+            and not (any(o in l for o in other) and l.split('"')[2].split()[0] == "404")]
 
 ZIP = FIXTURES_DIR / "zarr_v3_zip" / "zipstore.zarr.zip"       # zarr-python 2.13's ZipStore
 ZIP_TWIN = FIXTURES_DIR / "zarr_v3_zip" / "twin.zarr"           # the folder it was made from
 FOLDER = FIXTURES_DIR / "zarr" / "consolidated.zarr"
+V3 = FIXTURES_DIR / "zarr_v3_zip" / "v3.zarr"                   # hand-made from ZIP_TWIN
+V3_PLAIN = FIXTURES_DIR / "zarr_v3_zip" / "v3_plain.zarr"       # v3.zarr, not consolidated
+MU_V3 = FIXTURES_DIR / "mudata" / "citeseq_v3.zarr"
 
 
 def serve(tmp_path, server_extra=""):
@@ -76,7 +84,8 @@ def export_both(cfs, tmp_path, url, local):
 # (a trailing slash names a folder, so only the folder is given one)
 @pytest.mark.parametrize("fixture,name,oracle,slash", [
     (ZIP, "pbmc.zarr.zip", ZIP_TWIN, ""), (FOLDER, "pbmc.zarr", FOLDER, ""),
-    (FOLDER, "pbmc.zarr", FOLDER, "/")])
+    (FOLDER, "pbmc.zarr", FOLDER, "/"), (V3, "pbmc.zarr", ZIP_TWIN, ""),
+    (V3, "pbmc.zarr", ZIP_TWIN, "/")])
 def test_store_url_export_and_mount_equal_local(cfs, tmp_path, mounts, nginx_stop, fixture,
                                                  name, oracle, slash):
     root, n = serve(tmp_path)
@@ -165,12 +174,68 @@ def test_forbidden_chunk_fails_naming_its_url_never_a_fill(cfs, tmp_path, mounts
     assert e.value.errno == errno.EIO
 
 
-def test_folder_url_without_consolidated_metadata_is_refused(cfs, tmp_path, nginx_stop):
+def test_v3_mudata_folder_url_exports_as_local(cfs, tmp_path, nginx_stop):
     root, n = serve(tmp_path)
     nginx_stop(n.start())
-    put(FIXTURES_DIR / "zarr" / "plain.zarr", root / "plain.zarr")
+    put(MU_V3, root / "citeseq.zarr")
+    (tmp_path / "local").mkdir()
+    local = put(MU_V3, tmp_path / "local" / "citeseq.zarr")
+    got, want = export_both(cfs, tmp_path, n.url("citeseq.zarr"), local)
+    assert got == want
+    assert {"citeseq.zarr/mod/rna/.zgroup", "citeseq.zarr/mod/prot/.zgroup"} <= set(got)
+    statuses = statuses_under(n, "citeseq.zarr")
+    assert statuses and set(statuses) <= {"206", "404"}, statuses
+
+
+def write_big_v3(folder, tmp_path):
+    """A v3 folder re-written, as the v3 fixtures are, from anndata's v2 store of a larger
+    dataset (X's data sharded)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "make_v3", FIXTURES_DIR / "make_zarr_v3_zip_fixtures.py")
+    make_v3 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_v3)
+    rng = np.random.default_rng(11)
+    n_obs, n_vars = 20000, 2000
+    x = sp.random(n_obs, n_vars, density=0.02, format="csr", dtype=np.float32,
+                  random_state=rng)
+    obs = pd.DataFrame({"cluster": pd.Categorical(rng.integers(0, 12, n_obs).astype(str))},
+                       index=[f"cell{i}" for i in range(n_obs)])
+    a = ad.AnnData(x, obs=obs, var=pd.DataFrame(index=[f"gene{i}" for i in range(n_vars)]))
+    a.obsm["X_umap"] = rng.normal(size=(n_obs, 2)).astype(np.float32)
+    a.write_zarr(str(tmp_path / "big_v2.zarr"))
+    make_v3.to_v3(str(tmp_path / "big_v2.zarr"), str(folder), consolidate=True)
+    return a
+
+
+def test_cold_first_view_of_a_v3_folder_url_fetches_a_small_fraction(cfs, tmp_path, mounts,
+                                                                     nginx_stop):
+    root, n = serve(tmp_path)
+    nginx_stop(n.start())
+    local = write_big_v3(root / "big.zarr", tmp_path)
+    size = sum(p.stat().st_size for p in (root / "big.zarr").rglob("*") if p.is_file())
+    m = mounts(n.url("big.zarr"))
+    g = zarr.open_consolidated(str(m.mnt / "big.zarr"), mode="r")
+    for key in ("obs/_index", "obs/cluster/codes", "obsm/X_umap"):
+        assert g[key][...].shape[0] > 0
+    log = (n.dir / "access.log").read_text().splitlines()
+    got = [l for l in log if "GET /big.zarr/" in l and l.split('"')[2].split()[0] == "206"]
+    fetched = sum(int(l.split('"')[2].split()[1]) for l in got)
+    assert got and fetched < size / 4, f"{fetched} of {size} bytes fetched in {len(got)} requests"
+    assert not any("/X/data/" in l for l in got), "a first view fetched X's shards"
+    order = g["obs/cellucid_original_position"][...]
+    np.testing.assert_array_equal(g["obsm/X_umap"][...], local.obsm["X_umap"][order])
+
+
+@pytest.mark.parametrize("fixture", [FIXTURES_DIR / "zarr" / "plain.zarr", V3_PLAIN])
+def test_folder_url_without_consolidated_metadata_is_refused(cfs, tmp_path, nginx_stop, fixture):
+    root, n = serve(tmp_path)
+    nginx_stop(n.start())
+    put(fixture, root / "plain.zarr")
     url = n.url("plain.zarr")
     r = run_cfs(cfs, "export", url, tmp_path / "out")
     assert r.returncode > 0, describe(r)
     lines = [l for l in r.stderr.splitlines() if url in l]
-    assert len(lines) == 1 and "consolidate" in lines[0], describe(r)
+    assert len(lines) == 1, describe(r)
+    assert all(w in lines[0] for w in ("consolidate", ".zarr.zip", "HTTP lists no folder")), \
+        describe(r)

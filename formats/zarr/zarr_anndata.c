@@ -22,6 +22,7 @@
 #include "h5ad_legacy.h"
 #include "zarr_anndata.h"
 #include "path.h"
+#include "remote.h"
 #include "utf8.h"
 #include "zarr_array.h"
 #include "zarr_zipprobe.h"
@@ -1072,8 +1073,10 @@ static int zarr_explain(cfs_probe_input *in, cfs_err *err)
     cfs_err why;
     if (zr_store_open(cfs_probe_path(in), &s, &why) < 0) {
         /* a folder may be anything, unless its root holds Zarr metadata; a zip listing Zarr
-         * metadata is a store that is damaged */
-        if (cfs_probe_is_dir(in) && !root_metadata_file(cfs_probe_path(in)))
+         * metadata is a store that is damaged; a folder URL is named a store (.zarr, or "/"),
+         * and cannot be listed: why it cannot be read (no consolidated metadata) is the reason */
+        if (cfs_probe_is_dir(in) && !cfs_is_url(cfs_probe_path(in)) &&
+            !root_metadata_file(cfs_probe_path(in)))
             return 0;
         *err = why;
         if (err->status == CFS_EFAIL)

@@ -46,6 +46,11 @@ bool zr_backend_is_zip(const zr_backend *b)
     return b->zip != NULL;
 }
 
+const char *zr_backend_url(const zr_backend *b)
+{
+    return b->url;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* folder */
 
@@ -181,26 +186,11 @@ static int url_read(const zr_backend *b, const char *key, unsigned char **data, 
     return 1;
 }
 
-/* A folder URL is read from its consolidated metadata, which lists its nodes: HTTP has no
- * listing of a folder. */
+/* A folder URL is read from its consolidated metadata, which lists its nodes (HTTP has no
+ * listing of a folder): the metadata layer refuses one without (zr_backend_url). */
 static int url_open(zr_backend *b, const char *url, cfs_err *err)
 {
-    if (!(b->url = strdup(url)))
-        return cfs_err_oom(err);
-    char *meta = cfs_url_child(url, ".zmetadata");
-    if (!meta)
-        return cfs_err_oom(err);
-    cfs_remote_info info;
-    int rc = cfs_remote_info_of(meta, &info, err);
-    if (rc < 0 && err->status == CFS_ENOTFOUND)
-        rc = cfs_err_setc(err, CFS_EREFUSED, "%s is not there: over HTTP a Zarr folder is read "
-                          "from its consolidated metadata (Zarr v2's .zmetadata), since HTTP "
-                          "does not list folders; consolidate the store "
-                          "(zarr.consolidate_metadata) or serve it zipped (.zarr.zip)", meta);
-    else if (rc < 0)
-        rc = cfs_err_prefix(err, "%s", meta);
-    free(meta);
-    return rc;
+    return (b->url = strdup(url)) ? 0 : cfs_err_oom(err);
 }
 
 /* ------------------------------------------------------------------------------------------ */

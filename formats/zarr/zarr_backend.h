@@ -11,7 +11,8 @@
  *
  * Over HTTP (docs/design.md §11): a zip URL is read in place by libzip over the process's reader
  * of URLs (zarr_zipsource.h); a folder URL (cfs_url_is_folder) key by key, URL/KEY, and only
- * from its consolidated metadata (HTTP lists no folder): a key the server has not (404) is
+ * from its consolidated metadata (v2's .zmetadata or v3's inline consolidated_metadata in the
+ * root's zarr.json; HTTP lists no folder, and zarr_meta.c refuses a folder URL without it): a key the server has not (404) is
  * none, any other failure an error naming the key's URL.
  */
 #ifndef CFS_ZARR_BACKEND_H
@@ -25,10 +26,13 @@
 typedef struct zr_backend zr_backend;
 
 /* The folder or zip file at path (or URL); -1 with the reason (a zip's damaged central
- * directory, a folder URL without consolidated metadata). */
+ * directory). */
 int zr_backend_open(const char *path, zr_backend **out, cfs_err *err);
 void zr_backend_free(zr_backend *b);
 bool zr_backend_is_zip(const zr_backend *b);
+/* A folder URL's URL (as given), else NULL: a store that must be read from its consolidated
+ * metadata alone. */
+const char *zr_backend_url(const zr_backend *b);
 
 /* The whole value of key: 1 with *data (malloc'd) and *len, 0 if there is none, -1 with the
  * reason if it cannot be read (or lies behind a symlink out of the store's folder). */

@@ -128,6 +128,8 @@ static int node3(const zr_store *s, const char *rel, json_t **out, cfs_err *err)
         *out = json_incref(j);
         return 1;
     }
+    if (s->meta && zr_backend_url(s->b))
+        return 0;   /* a folder URL's consolidated metadata lists its nodes: not asked for */
     int rc = document(s, rel, "zarr.json", out, err);
     if (rc > 0 && !json_is_object(*out)) {
         json_decref(*out);
@@ -177,6 +179,17 @@ static int open_v3(zr_store *s, cfs_err *err)
     return 0;
 }
 
+/* A folder URL is read from its consolidated metadata alone: HTTP lists no folder, and an
+ * AnnData store's attributes do not name all its nodes (obsm's, layers', uns' members). */
+static int unlisted_url(cfs_err *err)
+{
+    return cfs_err_setc(err, CFS_EREFUSED, "a Zarr folder without consolidated metadata "
+                        "(neither Zarr v2's .zmetadata nor Zarr v3's consolidated_metadata in "
+                        "zarr.json), which is how a Zarr folder is read over HTTP, since HTTP "
+                        "lists no folder; consolidate the store (zarr.consolidate_metadata) or "
+                        "serve it zipped (.zarr.zip)");
+}
+
 int zr_store_open(const char *path, zr_store **out, cfs_err *err)
 {
     *out = NULL;
@@ -196,6 +209,8 @@ int zr_store_open(const char *path, zr_store **out, cfs_err *err)
         s->version = 2;
         rc = open_v2(s, err);
     }
+    if (rc == 0 && !s->meta && zr_backend_url(s->b))
+        rc = unlisted_url(err);
     if (rc < 0) {
         zr_store_free(s);
         return -1;

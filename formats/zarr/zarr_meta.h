@@ -20,8 +20,9 @@
 
 typedef struct zr_store zr_store;
 
-/* The store at path (a folder): reads .zmetadata when there is one. -1 with the reason if the
- * folder cannot be resolved or its .zmetadata is not consolidated metadata. */
+/* The store at path (a folder, a zip, or their URL): reads its consolidated metadata when there
+ * is some. -1 with the reason if the folder cannot be resolved, its consolidated metadata is
+ * not that, or it is a folder URL without any (refused: HTTP lists no folder). */
 int zr_store_open(const char *path, zr_store **out, cfs_err *err);
 /* The group at rel of an open store, as a store of its own: its keys are read under rel from
  * the same folder or zip, with the same consolidated metadata. It holds a reference to parent.

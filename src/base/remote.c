@@ -142,6 +142,24 @@ static uint64_t hash_of(const char *s)
     return h;
 }
 
+/* A folder URL's version: its consolidated metadata's, Zarr v2's .zmetadata (tried first: no
+ * extra request for the stores most served), else Zarr v3's root zarr.json, which holds it. */
+static int folder_info(const char *url, cfs_remote_info *out, cfs_err *err)
+{
+    static const char *const keys[] = {".zmetadata", "zarr.json"};
+    int rc = -1;
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        char *key_url = cfs_url_child(url, keys[i]);
+        if (!key_url)
+            return cfs_err_oom(err);
+        rc = cfs_remote_info_of(key_url, out, err);
+        free(key_url);
+        if (rc == 0 || err->status != CFS_ENOTFOUND)
+            break;
+    }
+    return rc;
+}
+
 int cfs_source_stat(const char *name, struct stat *st)
 {
     if (!cfs_is_url(name))
@@ -149,16 +167,15 @@ int cfs_source_stat(const char *name, struct stat *st)
     cfs_remote_info info = {0};
     cfs_err err;
     bool folder = cfs_url_is_folder(name);
-    char *versioned = folder ? cfs_url_child(name, CFS_URL_FOLDER_VERSION_KEY) : NULL;
-    if (folder && !versioned) {
+    int rc = folder ? folder_info(name, &info, &err) : cfs_remote_info_of(name, &info, &err);
+    if (rc < 0 && err.status == CFS_ENOMEM) {
         errno = ENOMEM;
         return -1;
     }
     /* One that cannot be read has a version made of why: a source refused for it is tried
      * again when the reason changes (the server is back), and never matches a served one. */
-    if (cfs_remote_info_of(versioned ? versioned : name, &info, &err) < 0)
+    if (rc < 0)
         snprintf(info.version, sizeof info.version, "failed:%.240s", err.msg);
-    free(versioned);
     memset(st, 0, sizeof *st);
     st->st_mode = folder ? S_IFDIR | 0555 : S_IFREG | 0444;
     st->st_nlink = 1;

@@ -52,8 +52,6 @@ char *cfs_url_child(const char *folder, const char *key);
 /* Whether url is source, or a key under the folder URL source (cfs_url_child's, with no "." or
  * ".." component, no "?" or "#"): what a reader of source may ask for. */
 bool cfs_url_within(const char *url, const char *source);
-/* The key whose version is a folder URL's: its consolidated metadata. */
-#define CFS_URL_FOLDER_VERSION_KEY ".zmetadata"
 
 /* Sets this process's reader of URLs (the ops are copied). Without one, URLs are refused. */
 void cfs_remote_set_ops(const cfs_remote_ops *ops);
@@ -75,8 +73,8 @@ void cfs_remote_failures_clear(void);
 bool cfs_remote_failed(void);
 
 /* stat(2) for a source name: a URL's version as a file's (device 0, an inode from its version,
- * its size and Last-Modified, a regular file; a folder URL's, its CFS_URL_FOLDER_VERSION_KEY's
- * as a folder's), so that whatever compares versions of local
+ * its size and Last-Modified, a regular file; a folder URL's, its consolidated metadata's as a
+ * folder's: .zmetadata, else (Zarr v3) the root's zarr.json), so that whatever compares versions of local
  * files compares remote ones alike. -1 with errno set (EIO for a URL that cannot be asked). */
 int cfs_source_stat(const char *name, struct stat *st);
 
