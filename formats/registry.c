@@ -268,9 +268,27 @@ static int open_with(const cfs_format *f, const char *path, const char *part, cf
     return f->open_part(path, part, out, err);
 }
 
+/* The shortest extension of the format the name is claimed by once a compression's extension is
+ * taken off ("x_matrix.mtx.gz": ".mtx"), for naming what a URL holds; or NULL. */
+static const char *claimed_extension(const char *name)
+{
+    size_t n = strlen(name), c = 0;
+    for (size_t i = 0; compressed[i] && !c; i++)
+        c = ends_with(name, n, compressed[i]) ? strlen(compressed[i]) : 0;
+    char *stem = strndup(name, n - c);
+    const char *ext = NULL;
+    const cfs_format *f = stem ? claimed_by(stem, &ext) : NULL;
+    free(stem);
+    for (const char *const *e = f ? f->extensions : NULL; e && *e; e++)
+        ext = *e;
+    return f ? ext : NULL;
+}
+
 /* Over a URL, inputs are read in parts (the HDF5 ones, and the formats that read URLs: Zarr
- * stores) or fetched whole first (R objects and compressed copies: cfs_format_fetched_whole,
- * never opened here); others are refused (docs/design.md §11). */
+ * stores) or fetched whole first (R objects and compressed copies of those:
+ * cfs_format_fetched_whole, never opened here); others are refused (docs/design.md §11). A
+ * format that finds an input by the files beside it (a MatrixMarket matrix and its lists) does
+ * not bid on a URL, which has nothing beside it: such a URL is named by its extension. */
 static const cfs_format *remote_refusal(const cfs_probe_input *in, const cfs_format *f,
                                         cfs_err *err)
 {
@@ -281,13 +299,16 @@ static const cfs_format *remote_refusal(const cfs_probe_input *in, const cfs_for
     bool hdf5 = len >= 8 && memcmp(head, "\x89HDF\r\n\x1a\n", 8) == 0;
     /* an HDF5 file nobody reads keeps the readers' reason, and a folder URL (a Zarr store's)
      * the explanation of why it was not read */
-    if (f || (!hdf5 && !cfs_probe_is_dir(in)))
-        cfs_err_setc(err, CFS_EREFUSED, "%s is not read over HTTP yet (HDF5 inputs and Zarr "
+    if (f || (!hdf5 && !cfs_probe_is_dir(in))) {
+        const char *ext = f ? NULL : claimed_extension(cfs_probe_name(in));
+        cfs_err_setc(err, CFS_EREFUSED, "%s%s%s is not read over HTTP yet (HDF5 inputs and Zarr "
                      "stores are: h5ad, loom, 10x .h5, .h5mu, .zarr.zip, consolidated .zarr "
-                     "folders; and R objects and compressed copies, fetched whole); download it "
-                     "and use the copy",
-                     f ? f->name : cfs_probe_compression(in) ? "a compressed copy"
-                                                             : "this input");
+                     "folders; and R objects and compressed copies of those, fetched whole); "
+                     "download it, with the files it needs beside it, and use the copy",
+                     f ? f->name : ext ? "a " : cfs_probe_compression(in) ? "a compressed copy"
+                                                                         : "this input",
+                     ext ? ext : "", ext ? " file" : "");
+    }
     return NULL;
 }
 

@@ -636,11 +636,15 @@ def test_fetched_copy_is_counted_against_cache_size(cfs, served, mounts, tmp_pat
     assert not (m.mnt / "big.zarr").exists()
 
 
-# a MatrixMarket file alone: its barcodes and features lie beside it, which a URL does not give
-@pytest.mark.parametrize("rel", ["outs/pbmc_v2/outs/filtered_gene_bc_matrices/GRCh38/matrix.mtx"])
+# A MatrixMarket matrix is found by its cell and gene lists beside it (locally a matrix alone is
+# refused for lacking them), which a URL does not give: named by its extension, not taken for a
+# compressed copy of something read over HTTP.
+@pytest.mark.parametrize("rel", ["outs/pbmc_v2/outs/filtered_gene_bc_matrices/GRCh38/matrix.mtx",
+                                 "mtx/geo/GSM100001_ctrl_matrix.mtx.gz"])
 def test_inputs_not_read_in_parts_are_refused_with_what_to_do(cfs, served, tmp_path, rel):
     root, n = served
     name = Path(rel).name
     copy_fixture(rel, root / name)
-    line = refuse(cfs, n.url(name), tmp_path, "not read over http yet")
+    line = refuse(cfs, n.url(name), tmp_path, "a .mtx file is not read over http yet")
+    assert "compressed copy" not in line.split("yet")[0]
     assert "download it" in line
