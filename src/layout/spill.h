@@ -1,5 +1,6 @@
-/* Spill files of the layout engine: anonymous (unlinked at creation, so a crash leaves nothing
- * behind) files in the work folder, written through a buffer and read back with pread. */
+/* Spill files of the layout engine: anonymous files in the work folder (O_TMPFILE, or unlinked
+ * at creation, so a crash leaves nothing behind but, without O_TMPFILE, a file killed between
+ * its creation and its unlink), written through a buffer and read back with pread. */
 #ifndef CFS_SPILL_H
 #define CFS_SPILL_H
 
@@ -20,5 +21,8 @@ int cfs_spill_open(cfs_spill *s, const char *workdir, size_t buffer, cfs_err *er
 int cfs_spill_append(cfs_spill *s, const void *data, size_t len, cfs_err *err);
 int cfs_spill_flush(cfs_spill *s, cfs_err *err);
 void cfs_spill_close(cfs_spill *s);
+/* Removes the named spill files a killed process left in workdir; call it only while no other
+ * process uses that folder (a mount holds its cache's lock). */
+void cfs_spill_sweep(const char *workdir);
 
 #endif

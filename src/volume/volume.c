@@ -15,6 +15,7 @@
 #include "path.h"
 #include "prepare.h"
 #include "sources.h"
+#include "spill.h"
 #include "store.h"
 #include "strfmt.h"
 #include "strset.h"
@@ -754,6 +755,10 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
     v->opts = *opts;
     v->opts.layout.workdir = workdir;
     v->opts.layout.log = log;
+    /* The mount holds its cache's lock: a spill file named in the work folder is a killed
+     * daemon's. */
+    if (workdir)
+        cfs_spill_sweep(workdir);
     cfs_space_bound bound = {reserve_work, release_work, v};
     if (!(v->work_space = cfs_space_new(&bound))) {
         cfs_volume_close(v);

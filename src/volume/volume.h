@@ -30,7 +30,8 @@ typedef struct cfs_vattr {
 #define CFS_VOLUME_ROOT 1
 
 /* unpacked_dir: where decompressed copies of compressed sources are kept (NULL: such sources
- * are refused). */
+ * are refused). workdir is the caller's alone (a mount holds its cache's lock): spill files a
+ * killed process left there are removed. */
 cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache *cache,
                             const char *workdir, const char *unpacked_dir, FILE *log,
                             cfs_err *err);

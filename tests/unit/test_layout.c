@@ -1,11 +1,14 @@
 /* src/layout/: priority order, permutations, the gene-major engine and its work space,
  * one index dtype per sparse matrix. */
+#include <dirent.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gene_major.h"
 #include "job.h"
@@ -14,6 +17,7 @@
 #include "priority.h"
 #include "schedule.h"
 #include "space.h"
+#include "spill.h"
 #include "sparse_index.h"
 #include "unit.h"
 
@@ -536,6 +540,43 @@ static void test_job_parts(void)
     CHECK(destroyed == 1 && dropped_at_destroy == 1);
 }
 
+static int names_in(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* A spill file has no name while it is used, and a name a killed process left is swept. */
+static void test_spill_names(void)
+{
+    char tmpl[] = "/tmp/cfs-unit-spill-XXXXXX";
+    char *dir = unit_temp_dir(tmpl);
+    if (!dir)
+        return;
+    cfs_spill s;
+    cfs_err err = {0};
+    CHECK(cfs_spill_open(&s, dir, 64, &err) == 0 && names_in(dir) == 0);
+    CHECK(cfs_spill_append(&s, "bytes", 5, &err) == 0 && cfs_spill_flush(&s, &err) == 0);
+    cfs_spill_close(&s);
+    char left[4200], other[4200];
+    snprintf(left, sizeof left, "%s/spill-Ab12Cd", dir);
+    snprintf(other, sizeof other, "%s/kept", dir);
+    FILE *a = fopen(left, "w"), *b = fopen(other, "w");
+    if (a)
+        fclose(a);
+    if (b)
+        fclose(b);
+    CHECK(names_in(dir) == 2);
+    cfs_spill_sweep(dir);
+    CHECK(names_in(dir) == 1 && access(other, F_OK) == 0);
+    unit_remove_folder(dir);
+}
+
 void unit_layout(void)
 {
     test_priority();
@@ -545,4 +586,5 @@ void unit_layout(void)
     test_gene_major_space();
     test_schedule();
     test_job_parts();
+    test_spill_names();
 }
