@@ -35,6 +35,17 @@ static pthread_once_t h5_once = PTHREAD_ONCE_INIT;
  * that ever calls HDF5 must silence it once, not just the first. */
 static _Thread_local bool h5_quiet;
 
+/* Every open file has a metadata cache whose struct is about 0.5 MiB (a hash table of 64 Ki
+ * pointers), allocated zeroed from libhdf5's free list of its kind; that list keeps at most
+ * 64 KiB by default, so each open got fresh pages from the kernel (our mmap threshold is
+ * 128 KiB, src/cli/main.c), faulted them all in to zero them and unmapped them at close: half
+ * the CPU of a reader worker opening a small source (bench_many.py, perf). Its list may keep
+ * a few of them; the other lists keep libhdf5's defaults (H5FL.c). */
+static void keep_metadata_cache_on_free_list(void)
+{
+    H5set_free_list_limits(8 << 20, 4 << 20, 4 << 20, 256 << 10, 16 << 20, 1 << 20);
+}
+
 static void h5_init(void)
 {
     pthread_mutexattr_t attr;
@@ -55,6 +66,7 @@ static void h5_init(void)
      * link (a link to an object of another file), however it is reached (a soft link to one,
      * or a path through one). The readers refuse one they meet with a reason. */
     H5Lunregister(H5L_TYPE_EXTERNAL);
+    keep_metadata_cache_on_free_list();
 }
 
 void cfs_h5_lock(void)
