@@ -131,7 +131,7 @@ char *cfs_identity_source_id(const cfs_dataset *ds)
     return id;
 }
 
-char *cfs_identity_name(const cfs_dataset *ds, const char *stem, const char *id)
+char *cfs_identity_own_name(const cfs_dataset *ds, const char *stem)
 {
     const cfs_elem *uns = mapping_child(ds->root, "uns");
     char *candidates[2] = {string_scalar(mapping_child(uns, "cellucid"), "name"),
@@ -144,8 +144,12 @@ char *cfs_identity_name(const cfs_dataset *ds, const char *stem, const char *id)
             free(candidates[i]);
     }
     /* A file's name may hold any bytes but '/' and NUL: the name keeps what is text of it. */
-    if (!name)
-        name = cfs_cellucid_text_from(stem);
+    return name ? name : cfs_cellucid_text_from(stem);
+}
+
+char *cfs_identity_name(const cfs_dataset *ds, const char *stem, const char *id)
+{
+    char *name = cfs_identity_own_name(ds, stem);
     return name ? name : strdup(id);
 }
 

@@ -26,6 +26,9 @@ char *cfs_identity_wanted_id(const cfs_dataset *ds, const char *source, const ch
 /* uns['cellucid']['name'], else uns['title'] (each only if it is text by Cellucid's rule), else
  * the text of stem (cfs_cellucid_text_from), else id (caller frees; NULL when out of memory). */
 char *cfs_identity_name(const cfs_dataset *ds, const char *stem, const char *id);
+/* cfs_identity_name without its last resort: NULL when neither the dataset nor stem has a
+ * name that is text (or when out of memory). */
+char *cfs_identity_own_name(const cfs_dataset *ds, const char *stem);
 /* Sets uns/cellucid/{schema=1, id, name}, keeping the source's other keys. */
 int cfs_identity_apply(cfs_dataset *ds, const char *id, const char *name, cfs_err *err);
 

@@ -93,6 +93,51 @@ static void set_raw_id(cfs_prepared *p)
     p->raw_id = p->id ? strdup(p->id) : NULL;
 }
 
+/* The dataset's own name, or NULL: it is named by its id then (name_one). */
+static void set_own_name(cfs_prepared *p)
+{
+    char *stem = cfs_source_part_stem(p->source, p->part);
+    free(p->name);
+    p->name = stem ? cfs_identity_own_name(p->ds, stem) : NULL;
+    free(stem);
+}
+
+/* The store is made once to know it can be (a source whose store cannot be made is refused,
+ * once ids are made, not when it is read) and dropped: a front end makes it again when it
+ * needs it. It is made with the id the dataset asks for: the distinct id and the name given
+ * later change only strings in memory (uns/cellucid). */
+static void check_store(cfs_prepared *p, const cfs_options *opts)
+{
+    cfs_store_opts sopts = {opts->codec};
+    cfs_err err = {0};
+    cfs_store *st = NULL;
+    if (cfs_identity_apply(p->ds, p->raw_id, p->name ? p->name : p->raw_id, &err) == 0)
+        st = cfs_store_new(p->ds, &sopts, &err);
+    if (st) {
+        cfs_store_free(st);
+        return;
+    }
+    cfs_isolated_fault(p->ds, &p->damage);
+    p->unservable = strdup(err.msg);
+    if (!p->unservable)
+        cfs_prepared_refuse(p, err.msg);
+}
+
+/* What naming needs of the source itself (its own name, its first drawable embedding, whether
+ * its store can be made) is read right after the open, while the source still has its reader
+ * worker: between the opening and the naming pass the pool hands its workers on to other
+ * sources (16 workers for thousands of sources), and a read after that opens the source
+ * again in another worker (docs/design.md §2.4), which cost every source a second open. */
+static void read_for_naming(cfs_prepared *p, const cfs_options *opts)
+{
+    if (!p->raw_id)
+        return;                 /* out of memory: the ids fail */
+    p->read_for_naming = true;
+    set_own_name(p);
+    p->embedding = cfs_embedding_first(p->ds);
+    check_store(p, opts);
+}
+
 static void open_one(cfs_prepared *p, const cfs_options *opts)
 {
     cfs_err err = {0};
@@ -114,33 +159,30 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
         return;
     }
     set_raw_id(p);
-}
-
-/* The store is made once to know it can be (a source whose store cannot be made is refused
- * now, not when it is read) and dropped: a front end makes it again when it needs it. */
-static void check_store(cfs_prepared *p, const cfs_options *opts)
-{
-    cfs_store_opts sopts = {opts->codec};
-    cfs_err err = {0};
-    cfs_store *st = cfs_store_new(p->ds, &sopts, &err);
-    if (st) {
-        cfs_store_free(st);
-        return;
-    }
-    cfs_isolated_fault(p->ds, &p->damage);
-    cfs_prepared_refuse(p, err.msg);
+    /* An input of several datasets becomes an item per part first (expand_parts), named by
+     * its part: read when named. */
+    if (p->part || cfs_dataset_part_datasets(p->ds) < 2)
+        read_for_naming(p, opts);
 }
 
 static int name_one(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
 {
-    char *stem = cfs_source_part_stem(p->source, p->part);
-    p->name = stem ? cfs_identity_name(p->ds, stem, p->id) : NULL;
-    free(stem);
-    if (!p->name || cfs_identity_apply(p->ds, p->id, p->name, err) < 0)
+    if (!p->read_for_naming) {
+        char *wanted = p->raw_id;       /* its own, read before the store check sets it */
+        p->raw_id = p->id ? strdup(p->id) : NULL;
+        read_for_naming(p, opts);
+        free(p->raw_id);
+        p->raw_id = wanted;
+        if (!p->ds)
+            return 0;                   /* refused: out of memory */
+    }
+    if (p->unservable) {
+        cfs_prepared_refuse(p, p->unservable);
+        return 0;
+    }
+    if (!p->name && !(p->name = strdup(p->id)))
         return cfs_err_oom(err);
-    p->embedding = cfs_embedding_first(p->ds);
-    check_store(p, opts);
-    return 0;
+    return cfs_identity_apply(p->ds, p->id, p->name, err);
 }
 
 /* Ids are made distinct over the datasets that opened, in source order. */
@@ -413,6 +455,7 @@ void cfs_prepared_set_free_items(cfs_prepared_set *set)
         cfs_progress_free(p->progress);
         free(p->raw_id);
         free(p->refused);
+        free(p->unservable);
         free(p->id);
         free(p->name);
     }

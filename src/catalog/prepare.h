@@ -40,6 +40,10 @@ typedef struct cfs_prepared {
      * (the unpacker said CFS_ERETRY, or to defer it). No dataset, no reason; the caller
      * prepares it again when the mount is up. */
     bool pending;
+    /* Its store cannot be made (why): it is refused once ids are made distinct, taking part
+     * in them as it did when this was found out after them. */
+    char *unservable;
+    bool read_for_naming;      /* its name, embedding and store check were read (prepare.c) */
     /* A reader worker was lost opening or laying it out (refused then), as status.json shows
      * it; a worker lost later is asked of the dataset (cfs_isolated_fault). */
     cfs_reader_fault damage;
