@@ -76,6 +76,26 @@ def test_more_sources_than_readers_serve_every_store_as_export_does(cfs, mounts,
     assert all(s["state"] == "ready" and s["reader"]["requests"] > 0 for s in status["sources"])
 
 
+def test_a_mount_opens_each_source_once(cfs, mounts, tmp_path):
+    """What naming a dataset reads of its source (its name, its embedding, the store check) is
+    read while the source still has the worker that opened it: with more sources than workers,
+    reading it in a later pass would open every source a second time (design §2.4)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(3):
+        for name in SOURCES:
+            shutil.copy(GOOD_DIR / name, src / f"{i}-{name}")
+    m = mounts(src, opts=[f"readers={READERS}"])
+    status = json.loads((m.mnt / "status.json").read_text())["sources"]
+    assert len(status) == 3 * len(SOURCES)
+    assert all(s["state"] == "ready" and s["reader"]["opens"] == 1 for s in status), \
+        [(s["source"], s.get("reader")) for s in status]
+    # A store read now needs its source opened again (its worker went to others).
+    first = sorted(p.name for p in m.mnt.iterdir() if p.name.endswith(".zarr"))[0]
+    assert json.loads((m.mnt / first / ".zmetadata").read_bytes())["metadata"]
+    within_pool(m)
+
+
 def test_a_source_replaced_without_a_worker_is_not_read_but_laid_out_again(cfs, mounts, tmp_path):
     src = tmp_path / "src"
     src.mkdir()

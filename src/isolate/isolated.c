@@ -306,6 +306,7 @@ static int start_worker(handle *h, cfs_buf *model, cfs_err *err)
         return -1;
     }
     int64_t deadline = cfs_wire_deadline(h->open_timeout);
+    __atomic_add_fetch(&h->stats.opens, 1, __ATOMIC_RELAXED);
     cfs_buf req = {0};
     bool timed_out = false;
     uint8_t type = 0;
@@ -694,6 +695,7 @@ bool cfs_isolated_stats(const cfs_dataset *ds, cfs_reader_stats *stats)
     handle *h = ds->reader;
     stats->requests = __atomic_load_n(&h->stats.requests, __ATOMIC_RELAXED);
     stats->rows = __atomic_load_n(&h->stats.rows, __ATOMIC_RELAXED);
+    stats->opens = __atomic_load_n(&h->stats.opens, __ATOMIC_RELAXED);
     return true;
 }
 

@@ -48,6 +48,7 @@ typedef struct cfs_reader_fault {
 typedef struct cfs_reader_stats {
     uint64_t requests;
     uint64_t rows;
+    uint64_t opens;             /* by a worker: the first, and each after its worker went */
 } cfs_reader_stats;
 
 /* Detects and opens path as cfs_format_open does, in a worker unless iso->off. On failure err

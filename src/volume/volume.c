@@ -1213,9 +1213,10 @@ static char *status_text(cfs_volume *v)
             json_object_set_new(e, "damage", damage_json(&damage));
         cfs_reader_stats asked;
         if (p->ds && cfs_isolated_stats(p->ds, &asked))
-            json_object_set_new(e, "reader", json_pack("{s:I, s:I}", "requests",
+            json_object_set_new(e, "reader", json_pack("{s:I, s:I, s:I}", "requests",
                                                        (json_int_t)asked.requests, "rows",
-                                                       (json_int_t)asked.rows));
+                                                       (json_int_t)asked.rows, "opens",
+                                                       (json_int_t)asked.opens));
         if (working)
             json_object_set_new(e, "progress", json_pack("{s:o, s:f}", "element",
                                                          shown_json(element), "fraction",
