@@ -769,6 +769,22 @@ def test_matrixmarket_url_without_cell_list_is_refused_naming_it(cfs, served, tm
     assert "GET /GSM9_x_barcodes.tsv " in log and "GET /GSM9_x_barcodes.tsv.gz " in log
 
 
+def test_matrixmarket_companion_forbidden_is_refused_naming_its_url(cfs, tmp_path):
+    """A 404 skips a name; any other answer for a companion refuses the source, in one line
+    naming the companion's URL."""
+    root = tmp_path / "remote"
+    shutil.copytree(FIXTURES_DIR / "mtx/geo", root)
+    n = Nginx(root, tmp_path / "nginx",
+              server_extra="location = /GSM100001_ctrl_barcodes.tsv { return 403; }")
+    n.start()
+    try:
+        url = n.url("GSM100001_ctrl_matrix.mtx.gz")
+        line = refuse(cfs, url, tmp_path, "403")
+        assert n.url("GSM100001_ctrl_barcodes.tsv") + ":" in line, line
+    finally:
+        n.stop()
+
+
 def test_matrixmarket_folder_url_without_matrix_is_refused(cfs, served, tmp_path):
     """A folder URL holding neither Zarr metadata nor a matrix: refused as before, saying how a
     Zarr folder is read over HTTP."""
