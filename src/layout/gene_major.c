@@ -1052,8 +1052,9 @@ bool cfs_rows_file_wanted(const cfs_array *a, const cfs_engine_opts *o)
 {
     if (!o || !o->workdir || a->ndim != 2 || a->dtype == CFS_STRING || a->dtype == CFS_COMPOUND)
         return false;
-    uint64_t bytes = a->shape[0] * a->shape[1] * cfs_dtype_size(a->dtype);
-    return bytes > o->memory / CFS_ROWS_HELD_SHARE;
+    uint64_t row = a->shape[1] * cfs_dtype_size(a->dtype), held = o->memory / CFS_ROWS_HELD_SHARE;
+    /* Claimed shapes may be absurd (a damaged file): compared without overflowing. */
+    return row && (a->shape[1] > UINT64_MAX / 16 || a->shape[0] > held / row);
 }
 
 int cfs_rows_file(cfs_array **slot, cfs_perm *perm, const cfs_engine_opts *o, const char *label,
