@@ -34,7 +34,8 @@ Figures:
       from the `export` of the same file with the same options (after a warm-up pass too);
       --passes measured passes per side, alternating (each repeats the store until
       --min-pass-seconds), median MB/s. Ratio mount / disk.
-      Target: >= 0.8.
+      Target: >= 0.9 (issue 14 item 8). The daemon's CPU seconds and context switches during the
+      measured mount passes are shown too: the kernel serves a warm chunk without asking it.
   (c) --clients (64) threads, each with its own keep-alive http.client connection, fetch random
       chunk keys of the store through nginx for --seconds (30) s; every body is compared with the
       exported file (size and BLAKE2b digest). Counted: requests, errors (not 200, or a broken
@@ -81,7 +82,7 @@ try:
 except ImportError as e:  # it needs pytest (Debian python3-pytest) for its failure reports
     sys.exit(f"cannot import tests/nginx.py ({e}); install python3-pytest")
 
-TARGETS = {"a": 100.0, "b": 0.8, "d": 1.0}
+TARGETS = {"a": 100.0, "b": 0.9, "d": 1.0}
 META_NAMES = (".zarray", ".zattrs", ".zgroup", ".zmetadata")
 READY_TIMEOUT = 60.0
 OWN_NAMES = ("bench.h5ad", "export", "anndata.zarr", "mnt", "mnt-many", "many", "many-export", "logs")
@@ -383,6 +384,21 @@ def cold_view(binary, src, store_id, work, opts, n, out_store, run):
 # (b) warm throughput
 
 
+def daemon_work(pid):
+    """(CPU seconds, context switches) of the daemon's threads so far: a warm pass served by
+    the kernel's page cache adds neither."""
+    cpu, switches = 0.0, 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            fields = Path(f"/proc/{pid}/task/{t}/stat").read_text().rsplit(")", 1)[1].split()
+            status = Path(f"/proc/{pid}/task/{t}/status").read_text()
+        except OSError:
+            continue
+        cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        switches += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
+    return cpu, switches
+
+
 def read_all(port, store_id, keys, min_seconds=0.0):
     """(seconds, bytes) of one pass over every key on one keep-alive connection, repeated
     until at least min_seconds have passed (so that a small store still gives a stable figure)."""
@@ -578,11 +594,15 @@ def bench(args, binary, work):
     if b1 != store_bytes or b2 != store_bytes:
         raise RuntimeError(f"(b) warm-up read {b1} / {b2} bytes, the export holds {store_bytes}")
     mps_mnt, mps_disk = [], []
+    daemon_before = daemon_work(m.proc.pid)
     for p in range(args.passes):
         for side, port, acc in (("mount", n_mnt.port, mps_mnt), ("disk", n_disk.port, mps_disk)):
             dt, b = read_all(port, store_id, keys, args.min_pass_seconds)
             acc.append(b / MB / dt)
         log(f"  pass {p + 1}: mount {mps_mnt[-1]:.0f} MB/s, disk {mps_disk[-1]:.0f} MB/s")
+    daemon_after = daemon_work(m.proc.pid)
+    warm_cpu = daemon_after[0] - daemon_before[0]
+    warm_switches = daemon_after[1] - daemon_before[1]
     mb_mnt, mb_disk = statistics.median(mps_mnt), statistics.median(mps_disk)
     ratio_b = mb_mnt / mb_disk
 
@@ -666,7 +686,9 @@ def bench(args, binary, work):
     print(f"(b): {args.passes} passes a side (each >= {args.min_pass_seconds:g} s), one connection; mount passes "
           f"{', '.join(f'{x:.0f}' for x in mps_mnt)} MB/s, disk {', '.join(f'{x:.0f}' for x in mps_disk)} MB/s; "
           f"the mount's first pass (every chunk made) took {t_make:.1f} s "
-          f"({store_bytes / MB / t_make:.0f} MB/s), disk's first {t_disk_first:.1f} s")
+          f"({store_bytes / MB / t_make:.0f} MB/s), disk's first {t_disk_first:.1f} s; the daemon during the "
+          f"measured passes: {warm_cpu:.2f} CPU s, {warm_switches} context switches (the kernel serves a warm "
+          f"chunk without asking it)")
     print(f"(c): mount {hc['bytes'] / MB / hc['seconds']:.0f} MB/s, disk {hd['bytes'] / MB / hd['seconds']:.0f} MB/s; "
           f"disk side {hd['errors']} errors, {hd['wrong']} wrong; mount cache counters {json.dumps(cache_c)}"
           + (f"; first problems: {hc['samples']}" if hc["samples"] else ""))
@@ -682,7 +704,8 @@ def bench(args, binary, work):
         "cold_view_steps_s": {k: round(v, 4) for k, v in steps_med},
         "anndata_s": round(t_anndata, 3), "ratio_a": round(ratio_a, 1),
         "warm_mount_mb_s": round(mb_mnt, 1), "warm_disk_mb_s": round(mb_disk, 1), "ratio_b": round(ratio_b, 3),
-        "first_pass_mount_s": round(t_make, 2),
+        "first_pass_mount_s": round(t_make, 2), "warm_daemon_cpu_s": round(warm_cpu, 3),
+        "warm_daemon_switches": warm_switches,
         "clients": args.clients, "seconds": args.seconds,
         "c_requests": hc["requests"], "c_errors": hc["errors"], "c_wrong": hc["wrong"],
         "c_rps_mount": round(rps_mnt, 1), "c_rps_disk": round(rps_disk, 1),
@@ -768,7 +791,7 @@ def main():
     p.add_argument("--input", help="an existing CSR h5ad to use instead of generating one")
     p.add_argument("--seconds", type=float, default=30.0, help="duration of (c) on each side (default 30)")
     p.add_argument("--clients", type=int, default=64, help="concurrent HTTP clients in (c) (default 64)")
-    p.add_argument("--passes", type=int, default=3, help="measured passes a side in (b) (default 3)")
+    p.add_argument("--passes", type=int, default=5, help="measured passes a side in (b) (default 5)")
     p.add_argument("--min-pass-seconds", type=float, default=1.0,
                    help="a measured pass of (b) repeats the store until this long (default 1)")
     p.add_argument("--cold-runs", type=int, default=3, help="runs of (a) and of (d), median (default 3)")

@@ -15,6 +15,7 @@
 
 #include "model.h"
 #include "probe.h"
+#include "remote.h"
 
 typedef struct cfs_format {
     /* The registry name: ds->format, inspect's "format", datasets.json. */
@@ -32,6 +33,19 @@ typedef struct cfs_format {
     /* True if it reads its inputs given as URLs (§11) other than HDF5 files, which are read
      * over HTTP by their driver whatever the format. */
     bool reads_urls;
+    /* Over a URL (§11), for a format that reads folder URLs key by key (Zarr): the name endings
+     * of URLs that are such folders (one ending in "/" always is), and the keys whose version
+     * is the folder's, tried in order (its consolidated metadata). NULL-terminated, or NULL.
+     * The registry hands them to base (cfs_format_url_shapes): base names no format's files. */
+    const char *const *url_folder_suffixes;
+    const char *const *url_folder_version_keys;
+    /* Optional, over a URL (§11), for a format that finds an input by the files beside it (a
+     * MatrixMarket matrix and its lists): such a URL is fetched whole, with the files its
+     * reader would read beside it, into one folder, opened as a local one. As
+     * cfs_url_shapes.companions: the keys beside the object name (NULL: in a folder URL) its
+     * reader would read, asking exists which the server has; 1, 0 (not its input) or -1. */
+    int (*url_companions)(const char *name, cfs_url_exists exists, void *ctx, cfs_strlist *out,
+                          cfs_err *err);
     /* Folder names that say nothing of the data (Cell Ranger's "outs"): an input so named takes
      * the name of the folder holding it. NULL-terminated, or NULL. */
     const char *const *unnamed_folders;
@@ -95,9 +109,15 @@ bool cfs_format_needs_unpack(const char *path, const char **codec);
  * those formats' probes are asked. */
 bool cfs_format_reads_whole(const char *path, const char **codec);
 /* True if the input at url is not read in parts but fetched whole first into the front end's
- * work space (docs/design.md §11): one a reads_whole format bids on (an R object), or a
- * compressed copy (cfs_format_needs_unpack). *codec as for those. */
+ * work space (docs/design.md §11): one a reads_whole format bids on (an R object), a
+ * compressed copy (cfs_format_needs_unpack), or one fetched with the files beside it
+ * (url_companions: a MatrixMarket matrix, or a folder URL of one; *codec NULL). *codec as for
+ * those. */
 bool cfs_format_fetched_whole(const char *url, const char **codec);
+/* What base is to know of URL sources, from the built-in table: its formats' folder suffixes
+ * and folder version keys, and their companions hooks. The front end hands it to its reader of
+ * URLs (cfs_remote_ops.shapes). */
+const cfs_url_shapes *cfs_format_url_shapes(void);
 /* The length of name without the longest format extension it ends with (compared without
  * case), optionally followed by ".gz", ".bz2" or ".xz"; strlen(name) when it has none. */
 size_t cfs_format_stem_len(const char *name);

@@ -57,6 +57,8 @@
 
 #define REDO "re-download the file or copy it again from the pipeline's output"
 #define REGROUP "copy the matrix and its lists from one run of the pipeline"
+#define REGROUP_URL "serve the matrix's lists beside it under these names, or download them " \
+                    "with it and open the folder"
 
 typedef struct layout {
     const char *producer;
@@ -86,26 +88,49 @@ static bool is_file_in(const char *dir, const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && cfs_path_inside(path, dir);
 }
 
-/* dir/<prefix><name>[.gz]: the path of the one that exists (plain first), or NULL; *found
- * false when neither does. NULL with *found true on allocation failure. */
-static char *sidecar(const char *dir, const char *prefix, const char *name, bool *found)
+/* Where the files beside a matrix are looked for: a local folder (a file in it, not behind a
+ * symlink out of it), or, over a URL (docs/design.md §11), the server, asked by exists; the
+ * same names either way, so a fetched copy holds what the reader reads of a local folder. */
+typedef struct finder {
+    const char *dir;            /* local */
+    cfs_url_exists exists;      /* remote: paths are the names themselves */
+    void *ctx;
+} finder;
+
+/* 1 with *path (malloc'd) if the finder's folder holds base, 0 if not, -1 with err. */
+static int holds(const finder *fd, const char *base, char **path, cfs_err *err)
 {
-    *found = false;
+    if (fd->exists) {
+        int rc = fd->exists(fd->ctx, base, err);
+        if (rc > 0 && !(*path = strdup(base)))
+            return cfs_err_oom(err);
+        return rc;
+    }
+    char *p = cfs_path_join(fd->dir, base);
+    if (!p)
+        return cfs_err_oom(err);
+    if (is_file_in(fd->dir, p)) {
+        *path = p;
+        return 1;
+    }
+    free(p);
+    return 0;
+}
+
+/* <prefix><name>[.gz] in the finder's folder: 1 with the path of the one there (plain first),
+ * 0 when neither is, -1 with err. */
+static int sidecar(const finder *fd, const char *prefix, const char *name, char **path,
+                   cfs_err *err)
+{
+    *path = NULL;
     for (int gz = 0; gz < 2; gz++) {
         char *base = cfs_strdupf("%s%s%s", prefix, name, gz ? ".gz" : "");
-        char *p = base ? cfs_path_join(dir, base) : NULL;
+        int rc = base ? holds(fd, base, path, err) : cfs_err_oom(err);
         free(base);
-        if (!p) {
-            *found = true;
-            return NULL;
-        }
-        if (is_file_in(dir, p)) {
-            *found = true;
-            return p;
-        }
-        free(p);
+        if (rc != 0)
+            return rc;
     }
-    return NULL;
+    return 0;
 }
 
 /* The layout whose matrix name `name` is (with or without .gz), or -1. */
@@ -219,9 +244,9 @@ static char *rel_name(const char *rel, const char *path)
     return cfs_strdupf("%s%s", rel, s ? s + 1 : path);
 }
 
-/* The sidecars of the matrix dir/name. rel: the folder's part of the names in messages ("" for
- * a file input's siblings). -1 with a reason naming what is missing. */
-static int locate(const char *dir, const char *rel, const char *name, found_files *f,
+/* The sidecars of the matrix name in the finder's folder. rel: the folder's part of the names
+ * in messages ("" for a file input's siblings). -1 with a reason naming what is missing. */
+static int locate(const finder *fd, const char *rel, const char *name, found_files *f,
                   cfs_err *err)
 {
     memset(f, 0, sizeof *f);
@@ -231,46 +256,52 @@ static int locate(const char *dir, const char *rel, const char *name, found_file
     const char *cells = l ? l->cells : "barcodes.tsv";
     const char *genes = l ? l->genes : "features.tsv";
     const char *alt = l ? l->alt_genes : "genes.tsv";
+    const char *where = fd->exists ? " on the server" : "";
+    const char *regroup = fd->exists ? REGROUP_URL : REGROUP;
     char *prefix = strndup(name, pl);
-    bool ok = prefix != NULL, found;
-    int rc = 0;
-    if (ok) {
-        f->matrix = cfs_path_join(dir, name);
+    int rc = prefix ? 0 : cfs_err_oom(err);
+    if (rc == 0) {
+        f->matrix = fd->exists ? strdup(name) : cfs_path_join(fd->dir, name);
         f->matrix_rel = cfs_strdupf("%s%s", rel, name);
-        f->cells = sidecar(dir, prefix, cells, &found);
-        ok = f->matrix && f->matrix_rel && found == (f->cells != NULL);
-        if (ok && !found)
-            rc = cfs_err_set(err, "%s%s has no %s%s[.gz] next to it (the cell list); %s", rel,
-                             name, prefix, cells, REGROUP);
+        rc = f->matrix && f->matrix_rel ? sidecar(fd, prefix, cells, &f->cells, err)
+                                        : cfs_err_oom(err);
+        if (rc == 0)
+            rc = cfs_err_set(err, "%s%s has no %s%s[.gz] next to it%s (the cell list); %s", rel,
+                             name, prefix, cells, where, regroup);
     }
-    if (ok && rc == 0) {
-        f->genes = sidecar(dir, prefix, genes, &found);
-        if (!f->genes && !found && alt) {
-            f->genes = sidecar(dir, prefix, alt, &found);
-            f->legacy_genes = f->genes != NULL;
+    if (rc > 0) {
+        rc = sidecar(fd, prefix, genes, &f->genes, err);
+        if (rc == 0 && alt) {
+            rc = sidecar(fd, prefix, alt, &f->genes, err);
+            f->legacy_genes = rc > 0;
         }
-        ok = found == (f->genes != NULL);
-        if (ok && !found)
-            rc = cfs_err_set(err, "%s%s has no %s%s[.gz]%s%s%s next to it (the gene list); %s",
-                             rel, name, prefix, genes, alt ? " or " : "", alt ? prefix : "",
-                             alt ? alt : "", REGROUP);
+        if (rc == 0)
+            rc = cfs_err_set(err, "%s%s has no %s%s[.gz]%s%s%s next to it%s (the gene list); "
+                             "%s", rel, name, prefix, genes, alt ? " or " : "", alt ? prefix : "",
+                             alt ? alt : "", where, regroup);
     }
-    if (ok && rc == 0 && l && l->gene_names) {
-        f->gene_names = sidecar(dir, prefix, l->gene_names, &found);
-        ok = found == (f->gene_names != NULL);
-    }
+    if (rc > 0 && l && l->gene_names && sidecar(fd, prefix, l->gene_names, &f->gene_names,
+                                                 err) < 0)
+        rc = -1;
     free(prefix);
-    if (ok && rc == 0) {
+    if (rc > 0) {
         f->cells_rel = rel_name(rel, f->cells);
         f->genes_rel = rel_name(rel, f->genes);
         f->gene_names_rel = f->gene_names ? rel_name(rel, f->gene_names) : NULL;
-        ok = f->cells_rel && f->genes_rel && (!f->gene_names || f->gene_names_rel);
+        rc = f->cells_rel && f->genes_rel && (!f->gene_names || f->gene_names_rel)
+                 ? 0 : cfs_err_oom(err);
     }
-    if (!ok)
-        rc = cfs_err_oom(err);
     if (rc < 0)
         found_free(f);
-    return rc;
+    return rc < 0 ? -1 : 0;
+}
+
+/* locate in the local folder dir. */
+static int locate_in(const char *dir, const char *rel, const char *name, found_files *f,
+                     cfs_err *err)
+{
+    finder fd = {.dir = dir};
+    return locate(&fd, rel, name, f, err);
 }
 
 /* The text at the start of a file (inflated for a .gz) begins with %%MatrixMarket. */
@@ -291,7 +322,7 @@ static int mtx_probe(cfs_probe_input *in)
             return 0;
         found_files f;
         cfs_err err = {0};
-        int rc = locate(path, "", name, &f, &err);
+        int rc = locate_in(path, "", name, &f, &err);
         free(name);
         found_free(&f);
         return rc == 0 ? BID_FOLDER : 0;
@@ -308,7 +339,7 @@ static int mtx_probe(cfs_probe_input *in)
         *slash = '\0';
     found_files f;
     cfs_err err = {0};
-    int rc = locate(slash ? (dir[0] ? dir : "/") : ".", "", name, &f, &err);
+    int rc = locate_in(slash ? (dir[0] ? dir : "/") : ".", "", name, &f, &err);
     found_free(&f);
     free(dir);
     return rc == 0 ? BID_FILE : 0;
@@ -340,7 +371,7 @@ static int mtx_explain(cfs_probe_input *in, cfs_err *err)
     if (slash)
         *slash = '\0';
     found_files f;
-    int rc = locate(slash ? (dir[0] ? dir : "/") : ".", "", name, &f, err);
+    int rc = locate_in(slash ? (dir[0] ? dir : "/") : ".", "", name, &f, err);
     found_free(&f);
     free(dir);
     if (rc < 0 && err->status == CFS_EFAIL)
@@ -483,7 +514,7 @@ static int mtx_open(const char *path, cfs_dataset **out, cfs_err *err)
         return cfs_err_oom(err);
     }
     found_files f;
-    int rc = locate(dir, rel, name, &f, err);
+    int rc = locate_in(dir, rel, name, &f, err);
     if (rc == 0) {
         const layout *l = f.layout >= 0 ? &layouts[f.layout] : NULL;
         cfs_mex_spec spec = {
@@ -524,6 +555,60 @@ static int mtx_open(const char *path, cfs_dataset **out, cfs_err *err)
     return rc;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Over a URL (docs/design.md §11) */
+
+/* Appends name to out unless it is there. */
+static int push_new(cfs_strlist *out, const char *name, cfs_err *err)
+{
+    for (size_t i = 0; i < out->n; i++)
+        if (strcmp(out->v[i], name) == 0)
+            return 0;
+    return cfs_strlist_push(out, strdup(name)) < 0 ? cfs_err_oom(err) : 0;
+}
+
+/* The lists locate finds on the server for the matrix name, appended to out. */
+static int url_lists(const finder *fd, const char *name, cfs_strlist *out, cfs_err *err)
+{
+    found_files f;
+    if (locate(fd, "", name, &f, err) < 0)
+        return -1;
+    int rc = push_new(out, f.cells, err);
+    if (rc == 0)
+        rc = push_new(out, f.genes, err);
+    if (rc == 0 && f.gene_names)
+        rc = push_new(out, f.gene_names, err);
+    found_free(&f);
+    return rc;
+}
+
+/* A matrix URL named as a layout's or a GEO sample's: the lists beside it that locate finds. A
+ * folder URL: each layout's matrix the server has (plain and .gz, as a local folder may hold
+ * both) and its lists; two matrices are refused by the copy's open, as a local folder of them.
+ * Projection CSVs are not looked for: their names are free, and HTTP lists no folder. */
+static int mtx_url_companions(const char *name, cfs_url_exists exists, void *ctx,
+                              cfs_strlist *out, cfs_err *err)
+{
+    finder fd = {.exists = exists, .ctx = ctx};
+    if (name)
+        return layout_of(name) < 0 && prefix_of(name) == 0 ? 0
+               : url_lists(&fd, name, out, err) < 0 ? -1 : 1;
+    bool any = false;
+    for (size_t i = 0; i < NLAYOUTS; i++)
+        for (int gz = 0; gz < 2; gz++) {
+            char *matrix = cfs_strdupf("%s%s", layouts[i].matrix, gz ? ".gz" : "");
+            int rc = matrix ? exists(ctx, matrix, err) : cfs_err_oom(err);
+            if (rc > 0)
+                rc = push_new(out, matrix, err) < 0 || url_lists(&fd, matrix, out, err) < 0
+                         ? -1 : 1;
+            free(matrix);
+            if (rc < 0)
+                return -1;
+            any = any || rc > 0;
+        }
+    return any ? 1 : 0;
+}
+
 static const char *const mtx_extensions[] = {"_matrix.mtx", ".mtx", NULL};
 
 const cfs_format cfs_format_mtx = {
@@ -532,6 +617,7 @@ const cfs_format cfs_format_mtx = {
                "GEO <prefix>matrix.mtx.gz files)",
     .extensions = mtx_extensions,
     .folders = true,
+    .url_companions = mtx_url_companions,
     .probe = mtx_probe,
     .open = mtx_open,
     .explain = mtx_explain,

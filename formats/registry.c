@@ -6,6 +6,7 @@
 #include "format.h"
 #include "remote.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -220,9 +221,73 @@ bool cfs_format_needs_unpack(const char *path, const char **codec)
     return needs;
 }
 
+/* Whether url is fetched with the files beside it: a format's url_companions took it (its
+ * refusal, if it has one, comes from the fetch). */
+static bool fetched_with_companions(const char *url)
+{
+    cfs_url_member *m;
+    size_t n;
+    cfs_err ignored;
+    int rc = cfs_url_members(url, &m, &n, &ignored);
+    cfs_url_members_free(m, n);
+    return rc != 0;
+}
+
 bool cfs_format_fetched_whole(const char *url, const char **codec)
 {
+    if (fetched_with_companions(url)) {
+        *codec = NULL;
+        return true;
+    }
     return cfs_format_reads_whole(url, codec) || cfs_format_needs_unpack(url, codec);
+}
+
+/* The built-in formats' names for base, collected once (cfs_format_url_shapes). */
+#define MAX_URL_NAMES 16
+
+static struct {
+    pthread_once_t once;
+    const char *suffixes[MAX_URL_NAMES + 1];
+    const char *version_keys[MAX_URL_NAMES + 1];
+    cfs_url_shapes shapes;
+} url_names = {.once = PTHREAD_ONCE_INIT};
+
+/* Adds each of names not in into into (NULL-terminated, MAX_URL_NAMES at most). */
+static void collect(const char **into, const char *const *names)
+{
+    for (; names && *names; names++) {
+        size_t i = 0;
+        while (into[i] && strcmp(into[i], *names) != 0)
+            i++;
+        if (!into[i] && i < MAX_URL_NAMES)
+            into[i] = *names;
+    }
+}
+
+/* The first format's url_companions that takes the input (the table's order). */
+static int companions(const char *name, cfs_url_exists exists, void *ctx, cfs_strlist *out,
+                      cfs_err *err)
+{
+    int rc = 0;
+    for (size_t f = 0; builtin[f] && rc == 0; f++)
+        if (builtin[f]->url_companions)
+            rc = builtin[f]->url_companions(name, exists, ctx, out, err);
+    return rc;
+}
+
+static void collect_url_names(void)
+{
+    for (size_t f = 0; builtin[f]; f++) {
+        collect(url_names.suffixes, builtin[f]->url_folder_suffixes);
+        collect(url_names.version_keys, builtin[f]->url_folder_version_keys);
+    }
+    url_names.shapes = (cfs_url_shapes){url_names.suffixes, url_names.version_keys, companions};
+}
+
+const cfs_url_shapes *cfs_format_url_shapes(void)
+{
+    pthread_once(&url_names.once, collect_url_names);
+    return &url_names.shapes;
 }
 
 bool cfs_format_reads_whole(const char *path, const char **codec)
@@ -285,10 +350,12 @@ static const char *claimed_extension(const char *name)
 }
 
 /* Over a URL, inputs are read in parts (the HDF5 ones, and the formats that read URLs: Zarr
- * stores) or fetched whole first (R objects and compressed copies of those:
+ * stores) or fetched whole first (R objects and compressed copies of those, and inputs fetched
+ * with the files beside them, a MatrixMarket matrix named as its reader expects:
  * cfs_format_fetched_whole, never opened here); others are refused (docs/design.md §11). A
- * format that finds an input by the files beside it (a MatrixMarket matrix and its lists) does
- * not bid on a URL, which has nothing beside it: such a URL is named by its extension. */
+ * format that finds an input by the files beside it does not bid on a URL, which has nothing
+ * beside it: a URL its url_companions does not take (a matrix named otherwise) is named by its
+ * extension. */
 static const cfs_format *remote_refusal(const cfs_probe_input *in, const cfs_format *f,
                                         cfs_err *err)
 {
@@ -303,8 +370,9 @@ static const cfs_format *remote_refusal(const cfs_probe_input *in, const cfs_for
         const char *ext = f ? NULL : claimed_extension(cfs_probe_name(in));
         cfs_err_setc(err, CFS_EREFUSED, "%s%s%s is not read over HTTP yet (HDF5 inputs and Zarr "
                      "stores are: h5ad, loom, 10x .h5, .h5mu, .zarr.zip, consolidated .zarr "
-                     "folders; and R objects and compressed copies of those, fetched whole); "
-                     "download it, with the files it needs beside it, and use the copy",
+                     "folders; R objects and compressed copies of those, and MatrixMarket "
+                     "matrices named as Cell Ranger or GEO name them, with their lists, fetched "
+                     "whole); download it, with the files it needs beside it, and use the copy",
                      f ? f->name : ext ? "a " : cfs_probe_compression(in) ? "a compressed copy"
                                                                          : "this input",
                      ext ? ext : "", ext ? " file" : "");

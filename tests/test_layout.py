@@ -742,7 +742,8 @@ def test_seed_bad_value_is_usage_error(opt, cfs, tmp_path):
 
 
 def make_big_csr_h5ad(path):
-    """50,000 cells x 2,000 genes, CSR float32 with ~100 entries a cell (~40 MB of X), X_umap."""
+    """50,000 cells x 2,000 genes, CSR float32 with ~100 entries a cell (~40 MB of X), X_umap and
+    a 4 MB X_pca (over an eighth of memory=16M: put in stored order through a work file)."""
     rng = np.random.default_rng(50)
     n, m, k = 50_000, 2_000, 100
     cols = np.sort(rng.integers(0, m, size=(n, k)), axis=1)
@@ -757,6 +758,7 @@ def make_big_csr_h5ad(path):
                        index=[f"cell{i}" for i in range(n)])
     a = ad.AnnData(X, obs=obs, var=pd.DataFrame(index=[f"g{j}" for j in range(m)]), dtype=np.float32)
     a.obsm["X_umap"] = rng.standard_normal((n, 2)).astype(np.float32)
+    a.obsm["X_pca"] = rng.standard_normal((n, 20)).astype(np.float32)
     a.write_h5ad(path)
     return path
 
@@ -812,7 +814,8 @@ def test_memory_budget_does_not_change_bytes(which, big_h5ad, export_opts):
     assert pos.tolist() == reference_order(n, 0).tolist()
     assert_priority_record(store, n, 0)
     g = open_store(store)
-    assert same_bytes(g["obsm/X_umap"][:], a.obsm["X_umap"][pos])
+    for key in a.obsm:
+        assert same_bytes(g[f"obsm/{key}"][:], a.obsm[key][pos]), key
     for rel, enc, n_obs, n_vars, dtype in source_expression(src):
         s = source_element(a, rel)
         if enc in ("csr_matrix", "csc_matrix"):

@@ -454,6 +454,48 @@ def test_nginx_serves_the_mount(cfs, mounts, nginx_on, oracle, big, tmp_path):
     assert_big_equal(big_http, ad.read_h5ad(big(40_000)), "big")
 
 
+def daemon_context_switches(pid):
+    n = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            status = Path(f"/proc/{pid}/task/{t}/status").read_text()
+        except OSError:
+            continue    # a thread that ended
+        n += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
+    return n
+
+
+def test_warm_chunks_served_without_the_daemon(cfs, mounts, nginx_on, tmp_path):
+    """A chunk read once is served to a static server from the kernel's page cache: no open,
+    no getattr, no read reaches the daemon (kernel opens, keep_cache, long attribute and entry
+    timeouts). The daemon's cache counters see the first pass and nothing of the next two."""
+    src = copy_fixtures(tmp_path / "src", ["raw_layers", "csr_f32"])
+    out = tmp_path / "out"
+    export_of(cfs, src, out)
+    m = mounts(src)
+    web = nginx_on(m.mnt)
+    files = [f"{s}/{f}" for s in ("raw_layers.zarr", "csr_f32.zarr") for f in walk(out / s)[1]]
+    assert len(files) > 40, files
+
+    def one_pass():
+        for rel in files:
+            status, _, body = web.request(rel)
+            assert status == 200 and body == (out / rel).read_bytes(), (rel, status)
+
+    one_pass()
+    first = cache_stats(m)
+    assert first["produced"] + first["hits"] + first["misses"] > 0, first
+    switches = daemon_context_switches(m.proc.pid)
+    one_pass()
+    one_pass()
+    # each request the daemon answered would wake one of its threads: 2 x len(files) at least
+    woken = daemon_context_switches(m.proc.pid) - switches
+    assert woken < len(files) // 2, (woken, len(files))
+    again = cache_stats(m)
+    assert {k: again[k] for k in ("hits", "misses", "produced")} == \
+        {k: first[k] for k in ("hits", "misses", "produced")}, (first, again)
+
+
 def test_status_fresh_at_every_read(cfs, mounts, nginx_on, tmp_path):
     """status.json changes under one inode: every read after a change of its bytes gets the new
     bytes whole (st_size = bytes read, valid JSON), dated anew (the ETag moves with them); bytes

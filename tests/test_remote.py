@@ -84,6 +84,20 @@ def wait_for_port(port, timeout=10):
             time.sleep(0.05)
 
 
+def wait_for_tree(store, want, timeout=60):
+    """The store's files once they are want (a refresh lays a changed source out afresh), or
+    what they are when timeout seconds have passed."""
+    got = None
+    deadline = time.monotonic() + timeout
+    while got != want and time.monotonic() < deadline:
+        time.sleep(0.5)
+        try:
+            got = tree_bytes(store)
+        except OSError:
+            got = None
+    return got
+
+
 def requests_for(n, name):
     """(count, body bytes) of the GET requests nginx logged for /name, and their statuses."""
     log = (n.dir / "access.log").read_text()
@@ -604,15 +618,7 @@ def test_mounted_input_fetched_whole_equals_local_export(cfs, served, mounts, tm
     r = run_cfs(cfs, "export", local / (stem + ext), tmp_path / "out2")
     assert r.returncode == 0, describe(r)
     want = tree_bytes(tmp_path / "out2" / f"{stem}.zarr")
-    got = None
-    deadline = time.monotonic() + 60
-    while got != want and time.monotonic() < deadline:
-        time.sleep(0.5)
-        try:
-            got = tree_bytes(store)
-        except OSError:
-            got = None
-    assert got == want
+    assert wait_for_tree(store, want) == want
     assert len(list((m.cache / "unpacked").glob("*.copy"))) == 1
 
 
@@ -636,15 +642,162 @@ def test_fetched_copy_is_counted_against_cache_size(cfs, served, mounts, tmp_pat
     assert not (m.mnt / "big.zarr").exists()
 
 
-# A MatrixMarket matrix is found by its cell and gene lists beside it (locally a matrix alone is
-# refused for lacking them), which a URL does not give: named by its extension, not taken for a
-# compressed copy of something read over HTTP.
-@pytest.mark.parametrize("rel", ["outs/pbmc_v2/outs/filtered_gene_bc_matrices/GRCh38/matrix.mtx",
-                                 "mtx/geo/GSM100001_ctrl_matrix.mtx.gz"])
-def test_inputs_not_read_in_parts_are_refused_with_what_to_do(cfs, served, tmp_path, rel):
+# MatrixMarket over a URL: the matrix is fetched whole with the lists its reader would find beside
+# it (a 404 skips a name) into one folder of the work space, and read as the local files are.
+# (fixture folder, URL's path under it: a GEO sample's matrix file, a Cell Ranger 2 list named
+# genes.tsv, a kb-python matrix file, and a Cell Ranger >= 3 folder URL)
+MTX_URLS = [("mtx/geo", "GSM100001_ctrl_matrix.mtx.gz"),
+            ("mtx/geo", "GSM100002_treated_matrix.mtx.gz"),
+            ("mtx/kb/counts_unfiltered", "cells_x_genes.mtx"),
+            ("mtx/cellranger3/filtered_feature_bc_matrix", "")]
+
+
+def local_mtx(fixture, name, dest, stem=None):
+    """The same files as a local input at dest: the sample's files (renamed to stem's prefix for a
+    GEO file), or the folder. Returns the input's path."""
+    src = FIXTURES_DIR / fixture
+    if not name:
+        shutil.copytree(src, dest / (stem or src.name))
+        return dest / (stem or src.name)
+    prefix = name[:-len("matrix.mtx.gz")] if name.endswith("_matrix.mtx.gz") else ""
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.name.startswith(prefix) and not f.name.endswith((".csv", ".csv.gz", ".txt")) or \
+                not prefix and f.is_file():
+            new = (stem + "_" + f.name[len(prefix):]) if stem and prefix else f.name
+            shutil.copyfile(f, dest / new)
+    new_name = (stem + "_" + name[len(prefix):]) if stem and prefix else name
+    return dest / new_name
+
+
+@pytest.mark.parametrize("fixture,name", MTX_URLS)
+def test_export_of_matrixmarket_url_equals_local_export(cfs, served, tmp_path, fixture, name):
     root, n = served
-    name = Path(rel).name
-    copy_fixture(rel, root / name)
-    line = refuse(cfs, n.url(name), tmp_path, "a .mtx file is not read over http yet")
+    shutil.copytree(FIXTURES_DIR / fixture, root / "fx")
+    url = n.url("fx/" + name) if name else n.url("fx") + "/"
+    local = local_mtx(fixture, name, tmp_path / "local", stem=None if name else "fx")
+    r1 = run_cfs(cfs, "export", url, tmp_path / "from_url")
+    r2 = run_cfs(cfs, "export", local, tmp_path / "from_file")
+    assert r1.returncode == r2.returncode == 0, describe(r1) + describe(r2)
+    got, want = tree_bytes(tmp_path / "from_url"), tree_bytes(tmp_path / "from_file")
+    assert got and got == want
+    # fetched once each: the probes' one-byte ranges, then the whole file
+    log = (n.dir / "access.log").read_text()
+    for f in (root / "fx").iterdir():
+        fetched = [l for l in log.splitlines() if f"GET /fx/{f.name} " in l and '" 206 ' in l]
+        assert sum(int(l.split('"')[2].split()[1]) for l in fetched) <= 2 * f.stat().st_size + 8
+
+
+def test_inspect_of_matrixmarket_url(cfs, served, tmp_path):
+    root, n = served
+    shutil.copytree(FIXTURES_DIR / "mtx/geo", root / "geo")
+    r = run_cfs(cfs, "inspect", "--json", n.url("geo/GSM100002_treated_matrix.mtx.gz"))
+    l = run_cfs(cfs, "inspect", "--json", FIXTURES_DIR / "mtx/geo/GSM100002_treated_matrix.mtx.gz")
+    assert r.returncode == l.returncode == 0, describe(r) + describe(l)
+    got, want = json.loads(r.stdout)["files"][0], json.loads(l.stdout)["files"][0]
+    assert got["refused"] is None, got
+    for k in ("format", "version", "n_obs", "n_vars", "X", "obs", "var"):
+        assert got[k] == want[k], (k, got, want)
+
+
+def _served_mtx_mount(cfs, served, mounts, tmp_path, opts=()):
+    """A folder holding geo.url (a GEO sample's matrix over nginx) beside a local input,
+    mounted; returns (root, mount, store)."""
+    root, n = served
+    shutil.copytree(FIXTURES_DIR / "mtx/geo", root / "geo")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "ctrl.url").write_text(n.url("geo/GSM100001_ctrl_matrix.mtx.gz") + "\n")
+    copy_fixture("h5ad/categoricals.h5ad", src / "categoricals.h5ad")
+    m = mounts(src, opts=list(opts))
+    store = m.mnt / "ctrl.zarr"
+    deadline = time.monotonic() + 60
+    while not store.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return root, m, store
+
+
+def test_mounted_matrixmarket_url_file_equals_local(cfs, served, mounts, tmp_path):
+    """NAME.url in a folder: the store equals the export of the same files (byte for byte), and
+    read by anndata equals the files read by scipy and pandas (test_mtx's oracle)."""
+    from test_mtx import assert_equal, oracle
+    from test_outs import source_order
+    root, m, store = _served_mtx_mount(cfs, served, mounts, tmp_path, ["remote_poll=1"])
+    local = local_mtx("mtx/geo", "GSM100001_ctrl_matrix.mtx.gz", tmp_path / "local", "ctrl")
+    r = run_cfs(cfs, "export", local, tmp_path / "out")
+    assert r.returncode == 0, describe(r)
+    assert tree_bytes(store) == tree_bytes(tmp_path / "out" / "ctrl.zarr")
+    e = {"matrix": "ctrl_matrix.mtx.gz", "cells": "ctrl_barcodes.tsv.gz",
+         "genes": "ctrl_features.tsv.gz", "rows": "genes", "path": local,
+         "gene_cols": ["gene_ids", "feature_types"]}
+    assert_equal(source_order(ad.read_zarr(str(store))), oracle(e))
+    copies = list((m.cache / "unpacked").glob("*.copy"))
+    assert len(copies) == 1 and copies[0].is_dir(), copies
+    assert sorted(p.name for p in copies[0].iterdir()) == [
+        "GSM100001_ctrl_barcodes.tsv.gz", "GSM100001_ctrl_features.tsv.gz",
+        "GSM100001_ctrl_matrix.mtx.gz"]
+    assert (m.mnt / "categoricals.zarr").exists()
+
+
+def test_replaced_companion_changes_the_store(cfs, served, mounts, tmp_path):
+    """The copy's version is all its files': a new barcodes list under nginx is fetched again
+    and served, as a changed local list would be."""
+    root, m, store = _served_mtx_mount(cfs, served, mounts, tmp_path, ["remote_poll=1"])
+    before = tree_bytes(store)
+    bcs = root / "geo" / "GSM100001_ctrl_barcodes.tsv.gz"
+    lines = gzip.decompress(bcs.read_bytes()).decode().splitlines()
+    renamed = [f"NEW{i}-{l}" for i, l in enumerate(lines)]
+    bcs.write_bytes(gzip.compress(("\n".join(renamed) + "\n").encode()))
+    local = local_mtx("mtx/geo", "GSM100001_ctrl_matrix.mtx.gz", tmp_path / "local", "ctrl")
+    shutil.copyfile(bcs, local.parent / "ctrl_barcodes.tsv.gz")
+    r = run_cfs(cfs, "export", local, tmp_path / "out")
+    assert r.returncode == 0, describe(r)
+    want = tree_bytes(tmp_path / "out" / "ctrl.zarr")
+    assert want != before
+    assert wait_for_tree(store, want) == want
+    a = ad.read_zarr(str(store))
+    assert sorted(a.obs_names) == sorted(renamed)
+    assert len(list((m.cache / "unpacked").glob("*.copy"))) == 1
+
+
+def test_matrixmarket_url_without_cell_list_is_refused_naming_it(cfs, served, tmp_path):
+    root, n = served
+    copy_fixture("mtx/bad/no_lists/GSM9_x_matrix.mtx.gz", root / "GSM9_x_matrix.mtx.gz")
+    line = refuse(cfs, n.url("GSM9_x_matrix.mtx.gz"), tmp_path, "gsm9_x_barcodes.tsv[.gz]")
+    assert "the cell list" in line and "on the server" in line, line
+    log = (n.dir / "access.log").read_text()
+    assert "GET /GSM9_x_barcodes.tsv " in log and "GET /GSM9_x_barcodes.tsv.gz " in log
+
+
+def test_matrixmarket_companion_forbidden_is_refused_naming_its_url(cfs, tmp_path):
+    """A 404 skips a name; any other answer for a companion refuses the source, in one line
+    naming the companion's URL."""
+    root = tmp_path / "remote"
+    shutil.copytree(FIXTURES_DIR / "mtx/geo", root)
+    n = Nginx(root, tmp_path / "nginx",
+              server_extra="location = /GSM100001_ctrl_barcodes.tsv { return 403; }")
+    n.start()
+    try:
+        url = n.url("GSM100001_ctrl_matrix.mtx.gz")
+        line = refuse(cfs, url, tmp_path, "403")
+        assert n.url("GSM100001_ctrl_barcodes.tsv") + ":" in line, line
+    finally:
+        n.stop()
+
+
+def test_matrixmarket_folder_url_without_matrix_is_refused(cfs, served, tmp_path):
+    """A folder URL holding neither Zarr metadata nor a matrix: refused as before, saying how a
+    Zarr folder is read over HTTP."""
+    root, n = served
+    (root / "empty").mkdir()
+    refuse(cfs, n.url("empty") + "/", tmp_path, "consolidated")
+
+
+# A matrix whose name says nothing of its lists (locally refused for that too) is not fetched:
+# named by its extension, not taken for a compressed copy of something read over HTTP.
+def test_matrix_named_otherwise_is_refused_with_what_to_do(cfs, served, tmp_path):
+    root, n = served
+    copy_fixture("mtx/geo/GSM100001_ctrl_matrix.mtx.gz", root / "counts.mtx.gz")
+    line = refuse(cfs, n.url("counts.mtx.gz"), tmp_path, "a .mtx file is not read over http yet")
     assert "compressed copy" not in line.split("yet")[0]
     assert "download it" in line

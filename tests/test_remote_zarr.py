@@ -19,7 +19,9 @@ Needs nginx (Debian package `nginx`) and /dev/fuse; a missing one fails, never s
 """
 
 import errno
+import os
 import shutil
+import time
 from pathlib import Path
 
 import anndata as ad
@@ -104,6 +106,29 @@ def test_store_url_export_and_mount_equal_local(cfs, tmp_path, mounts, nginx_sto
     assert tree_bytes(store) == tree_bytes(tmp_path / "from_file" / "pbmc.zarr")
     assert_adata_equal(ad.read_zarr(str(store)), ad.read_zarr(str(oracle)),
                        dataset_id="pbmc")
+
+
+def test_v3_folder_url_poll_asks_the_key_that_answered(cfs, tmp_path, mounts, nginx_stop):
+    """A v3 folder's version is its zarr.json's: each poll asks it, not first .zmetadata (which
+    the store has not) and then it."""
+    root, n = serve(tmp_path)
+    nginx_stop(n.start())
+    put(V3, root / "pbmc.zarr")
+    m = mounts(n.url("pbmc.zarr"), opts=["remote_poll=1"])
+    assert (m.mnt / "pbmc.zarr" / ".zmetadata").exists()
+
+    def count(key):
+        log = (n.dir / "access.log").read_text()
+        return sum(f"GET /pbmc.zarr/{key} " in l for l in log.splitlines())
+
+    v2_before, v3_before = count(".zmetadata"), count("zarr.json")
+    deadline = time.monotonic() + 4
+    while time.monotonic() < deadline:
+        (m.mnt / "status.json").read_text()
+        os.listdir(m.mnt)
+        time.sleep(0.3)
+    assert count("zarr.json") >= v3_before + 2, "no poll in 4 s at remote_poll=1"
+    assert count(".zmetadata") == v2_before
 
 
 def write_big_zip(path, n_obs=60000, n_vars=4000, density=0.03):

@@ -25,6 +25,7 @@
 #include "remote.h"
 #include "utf8.h"
 #include "zarr_array.h"
+#include "zarr_backend.h"
 #include "zarr_zipprobe.h"
 #include "zarr_meta.h"
 
@@ -1109,6 +1110,8 @@ const cfs_format cfs_format_zarr = {
     .extensions = zarr_extensions,
     .folders = true,
     .reads_urls = true,
+    .url_folder_suffixes = zr_url_folder_suffixes,
+    .url_folder_version_keys = zr_url_folder_version_keys,
     .probe = zarr_probe,
     .open = zarr_open,
     .explain = zarr_explain,

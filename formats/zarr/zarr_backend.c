@@ -439,6 +439,9 @@ static int zip_dirs(const zr_backend *b, const char *prefix, cfs_strlist *out, c
 
 /* ------------------------------------------------------------------------------------------ */
 
+const char *const zr_url_folder_suffixes[] = {".zarr", NULL};
+const char *const zr_url_folder_version_keys[] = {".zmetadata", "zarr.json", NULL};
+
 int zr_backend_open(const char *path, zr_backend **out, cfs_err *err)
 {
     *out = NULL;

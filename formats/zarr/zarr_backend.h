@@ -25,6 +25,13 @@
 
 typedef struct zr_backend zr_backend;
 
+/* Over HTTP (docs/design.md §11), what the Zarr formats tell base through the registry: URLs
+ * ending so are folder URLs (and any ending in "/"), and a folder URL's version is its
+ * consolidated metadata's, v2's .zmetadata (asked first: the stores most served), else v3's
+ * root zarr.json, which holds it. NULL-terminated. */
+extern const char *const zr_url_folder_suffixes[];
+extern const char *const zr_url_folder_version_keys[];
+
 /* The folder or zip file at path (or URL); -1 with the reason (a zip's damaged central
  * directory). */
 int zr_backend_open(const char *path, zr_backend **out, cfs_err *err);

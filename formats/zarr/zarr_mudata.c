@@ -14,6 +14,7 @@
 #include "strfmt.h"
 #include "zarr_anndata.h"
 #include "zarr_array.h"
+#include "zarr_backend.h"
 #include "zarr_meta.h"
 #include "zarr_zipprobe.h"
 
@@ -172,6 +173,8 @@ const cfs_format cfs_format_mudata_zarr = {
     .extensions = mudata_zarr_extensions,
     .folders = true,
     .reads_urls = true,
+    .url_folder_suffixes = zr_url_folder_suffixes,
+    .url_folder_version_keys = zr_url_folder_version_keys,
     .probe = mudata_zarr_probe,
     .open = mudata_zarr_open,
 };

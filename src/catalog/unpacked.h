@@ -21,6 +21,18 @@ int cfs_unpacked_write(const char *source, const char *codec, const char *dest,
                        cfs_progress *progress, cfs_unpacked_grow grow, void *grow_ctx,
                        cfs_err *err);
 
+/* A URL fetched with the files beside it (cfs_url_members: a MatrixMarket matrix and its lists,
+ * §11) is written as a folder dest holding them, each under its name, as they are (nothing
+ * decompressed: its reader reads them so). */
+
+/* The path to open of the copy of source at dest: dest, or the object's own file in the folder
+ * dest of a URL fetched with the files beside it; malloc'd, NULL when out of memory. */
+char *cfs_unpacked_opened(const char *source, const char *dest);
+/* The bytes of the copy at dest (a file, or the files of a folder); -1 if it is not there. */
+int cfs_unpacked_bytes(const char *dest, uint64_t *bytes);
+/* Deletes the copy at dest (a file, or a folder of files). */
+void cfs_unpacked_remove(const char *dest);
+
 /* An unpacker (cfs_unpacker) writing copies into the folder ctx (a char *, which must exist
  * and outlive the copies), each under a fresh name: export's work folder, inspect's. */
 int cfs_unpacked_in_folder(void *ctx, const char *source, const char *codec,

@@ -166,6 +166,7 @@ static int start_remote(const cfs_options *o, cfs_err *err)
                  o->s3_endpoint[0] ? o->s3_endpoint : NULL},
         .poll = o->remote.poll > 0 ? o->remote.poll : CFS_REMOTE_POLL,
         .block_size = CFS_REMOTE_BLOCK,
+        .shapes = cfs_format_url_shapes(),     /* base names no format's files (§2.1) */
     };
     return cfs_blocks_start(&cfg, err);
 }

@@ -103,11 +103,12 @@ static int ask_read(void *ctx, const char *url, const cfs_remote_info *v, uint64
     return 0;
 }
 
-void cfs_wire_remote_ask_over(int fd)
+void cfs_wire_remote_ask_over(int fd, const cfs_url_shapes *shapes)
 {
     static int asked_fd;
     asked_fd = fd;
-    cfs_remote_ops ops = {ask_info, ask_read, &asked_fd, NULL};  /* fetches: the daemon's */
+    /* fetches: the daemon's */
+    cfs_remote_ops ops = {ask_info, ask_read, &asked_fd, NULL, shapes};
     cfs_remote_set_ops(&ops);
 }
 

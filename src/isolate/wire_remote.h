@@ -11,12 +11,14 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "remote.h"
 
 /* The most bytes one read asks for; a longer read is asked in pieces. */
 #define CFS_WIRE_REMOTE_MAX_READ (UINT32_C(16) << 20)
 
-/* The worker's side: this process reads URLs by asking over fd. */
-void cfs_wire_remote_ask_over(int fd);
+/* The worker's side: this process reads URLs by asking over fd; shapes: the formats' names of
+ * URL sources (cfs_url_shapes), which base is handed with the reader. */
+void cfs_wire_remote_ask_over(int fd, const cfs_url_shapes *shapes);
 
 /* Whether a frame type is a worker's URL request. */
 bool cfs_wire_remote_is_request(uint8_t type);

@@ -272,7 +272,8 @@ int cfs_reader_worker_main(int fd, uint64_t memory_limit)
         setrlimit(RLIMIT_AS, &rl);
     }
     worker w = {.fd = fd, .fault = getenv(CFS_WORKER_FAULT_ENV)};
-    cfs_wire_remote_ask_over(fd);      /* a worker has no network: its daemon reads URLs */
+    /* a worker has no network: its daemon reads URLs */
+    cfs_wire_remote_ask_over(fd, cfs_format_url_shapes());
     unsigned char *payload = malloc(CFS_WIRE_MAX_REQUEST);
     int status = payload ? 0 : 1;
     while (status == 0) {

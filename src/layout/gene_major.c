@@ -872,7 +872,8 @@ static void release_q(dense_engine *e)
     e->fd = -1;
 }
 
-/* Pass 1 puts source rows at their stored place in a row-major file; pass 2 regroups it. */
+/* Pass 1 puts source rows at their stored place in a row-major file; pass 2 regroups it, unless
+ * a group is a whole row: then that file is Q. */
 static int dense_pass(dense_engine *e, cfs_err *err)
 {
     size_t row = e->n_vars * e->esize;
@@ -883,17 +884,18 @@ static int dense_pass(dense_engine *e, cfs_err *err)
         block = e->n_obs ? e->n_obs : 1;
     if (e->n_obs == 0 || row == 0)
         return 0;
+    bool regroup = e->group < e->n_vars;
     uint64_t matrix = e->n_obs * row;
-    int rc = reserve_work(&e->opts, e->label, 2 * matrix, err);
+    int rc = reserve_work(&e->opts, e->label, regroup ? 2 * matrix : matrix, err);
     if (rc < 0)
         return rc;
     e->result_bytes = matrix;
-    unsigned char *buf = malloc(block * row), *tmp = malloc(block * row);
+    unsigned char *buf = malloc(block * row), *tmp = regroup ? malloc(block * row) : NULL;
     const uint64_t *pos = cfs_perm_pos(e->perm);
     cfs_spill rows = {.fd = -1};
-    if (!buf || !tmp || !pos)
+    if (!buf || (regroup && !tmp) || !pos)
         rc = cfs_err_oom(err);
-    if (rc == 0)
+    if (rc == 0 && regroup)
         rc = result_file(e->workdir, &e->fd, err);
     if (rc == 0)
         rc = cfs_spill_open(&rows, e->workdir, 1, err);
@@ -904,14 +906,19 @@ static int dense_pass(dense_engine *e, cfs_err *err)
             rc = cfs_pwrite_full(rows.fd, buf + r * row, row, pos[r0 + r] * row, err);
         cfs_progress_note(e->opts.progress, e->label, 0.7 * (double)(r0 + n) / (double)e->n_obs);
     }
-    for (uint64_t r0 = 0; rc == 0 && r0 < e->n_obs; r0 += block) {
+    for (uint64_t r0 = 0; rc == 0 && regroup && r0 < e->n_obs; r0 += block) {
         uint64_t n = e->n_obs - r0 < block ? e->n_obs - r0 : block;
         rc = cfs_pread_full(rows.fd, buf, n * row, r0 * row, err);
         if (rc == 0)
             rc = scatter_rows(e, buf, r0, n, tmp, err);
     }
+    if (regroup) {
+        cfs_space_release(e->opts.space, matrix);
+    } else if (rc == 0) {
+        e->fd = rows.fd;
+        rows.fd = -1;
+    }
     cfs_spill_close(&rows);
-    cfs_space_release(e->opts.space, matrix);
     free(buf);
     free(tmp);
     if (rc < 0)
@@ -991,10 +998,12 @@ static void dense_free_ctx(void *ctx)
 
 static const cfs_array_ops dense_ops = {dense_read, dense_free_ctx, NULL, NULL};
 
-int cfs_gene_major_dense(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
-                         const char *label, cfs_err *err)
+/* A dense engine over the 2-d array *slot, whose view replaces it; group 0: blocks of genes as
+ * X's (cfs_hint_dense_block), else whole rows in a file of stored rows. */
+static int dense_view(cfs_array **slot, cfs_perm *perm, const cfs_engine_opts *o,
+                      const char *label, bool whole_rows, cfs_err *err)
 {
-    cfs_array *src = el->values;
+    cfs_array *src = *slot;
     dense_engine *e = calloc(1, sizeof *e);
     if (!e)
         return cfs_err_oom(err);
@@ -1009,16 +1018,47 @@ int cfs_gene_major_dense(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
     e->n_vars = src->shape[1];
     e->esize = cfs_dtype_size(src->dtype);
     e->fd = -1;
-    uint64_t rows;
-    cfs_hint_dense_block(e->n_obs, e->n_vars, e->esize, &rows, &e->group);
+    uint64_t rows = 0;
+    if (whole_rows)
+        e->group = e->n_vars ? e->n_vars : 1;
+    else
+        cfs_hint_dense_block(e->n_obs, e->n_vars, e->esize, &rows, &e->group);
     cfs_array *view = cfs_array_new(src->dtype, 2, src->shape, &dense_ops, e);
     if (!view || !e->workdir || !e->label) {
-        cfs_job_unref(&e->job);
+        if (view)
+            cfs_array_unref(view);
+        else
+            cfs_job_unref(&e->job);
         return cfs_err_oom(err);
     }
-    view->chunk_hint[0] = rows;
-    view->chunk_hint[1] = e->group;
-    cfs_array_unref(el->values);
-    el->values = view;
+    if (whole_rows) {
+        cfs_hint_cells(view);
+    } else {
+        view->chunk_hint[0] = rows;
+        view->chunk_hint[1] = e->group;
+    }
+    cfs_array_unref(*slot);
+    *slot = view;
     return 0;
+}
+
+int cfs_gene_major_dense(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
+                         const char *label, cfs_err *err)
+{
+    return dense_view(&el->values, perm, o, label, false, err);
+}
+
+bool cfs_rows_file_wanted(const cfs_array *a, const cfs_engine_opts *o)
+{
+    if (!o || !o->workdir || a->ndim != 2 || a->dtype == CFS_STRING || a->dtype == CFS_COMPOUND)
+        return false;
+    uint64_t row = a->shape[1] * cfs_dtype_size(a->dtype), held = o->memory / CFS_ROWS_HELD_SHARE;
+    /* Claimed shapes may be absurd (a damaged file): compared without overflowing. */
+    return row && (a->shape[1] > UINT64_MAX / 16 || a->shape[0] > held / row);
+}
+
+int cfs_rows_file(cfs_array **slot, cfs_perm *perm, const cfs_engine_opts *o, const char *label,
+                  cfs_err *err)
+{
+    return dense_view(slot, perm, o, label, true, err);
 }

@@ -7,6 +7,7 @@
 #ifndef CFS_GENE_MAJOR_H
 #define CFS_GENE_MAJOR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "model.h"
@@ -35,5 +36,19 @@ int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o
  * many cells x few genes (cfs_hint_dense_block). */
 int cfs_gene_major_dense(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o,
                          const char *label, cfs_err *err);
+
+/* A per-cell array (obsm) is read whole into memory and served permuted (permute.h) while it is
+ * at most 1/CFS_ROWS_HELD_SHARE of the memory budget; a larger one is put in stored order in a
+ * work file by one sequential pass in blocks of the budget (cfs_rows_file), so that -o memory
+ * bounds both. */
+#define CFS_ROWS_HELD_SHARE 8u
+
+/* Whether a per-cell array of cells x columns goes through cfs_rows_file. */
+bool cfs_rows_file_wanted(const cfs_array *a, const cfs_engine_opts *o);
+/* Replaces *slot (a dense cells x columns array, not strings) with a view of its rows in stored
+ * order, made by one pass over the source into a work file on the first read, read back with
+ * pread; chunked along cells as every per-cell array (cfs_hint_cells). */
+int cfs_rows_file(cfs_array **slot, cfs_perm *perm, const cfs_engine_opts *o, const char *label,
+                  cfs_err *err);
 
 #endif

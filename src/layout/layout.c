@@ -17,6 +17,7 @@ typedef struct layout {
     cfs_engine_opts engine;
     cfs_err *err;
     const char *prefix;         /* of the expression labels (progress): "" or "mod/<name>/" */
+    const char *mapping;        /* being permuted: "obs", "obsm" */
 } layout;
 
 static int replace_rows(cfs_array **slot, cfs_perm *perm, bool both_axes, cfs_err *err)
@@ -44,6 +45,12 @@ static int permute_element(layout *L, cfs_elem *el)
 {
     switch (el->kind) {
     case CFS_EL_ARRAY:
+        if (cfs_rows_file_wanted(el->values, &L->engine)) {
+            char label[512];
+            snprintf(label, sizeof label, "%s%s/%s", L->prefix, L->mapping, el->name);
+            return cfs_rows_file(&el->values, L->perm, &L->engine, label, L->err);
+        }
+        return replace_rows(&el->values, L->perm, false, L->err);
     case CFS_EL_CATEGORICAL:
         return replace_rows(&el->values, L->perm, false, L->err);
     case CFS_EL_NULLABLE_INT:
@@ -69,6 +76,7 @@ static int permute_element(layout *L, cfs_elem *el)
 
 static int permute_mapping(layout *L, const char *key)
 {
+    L->mapping = key;
     cfs_elem *m = cfs_elem_child(L->root, key);
     for (size_t i = 0; m && i < m->nchildren; i++)
         if (permute_element(L, m->children[i]) < 0)
@@ -190,6 +198,7 @@ static int add_priority_record(layout *L, uint64_t seed)
 static int lay_out(layout *L)
 {
     cfs_elem *obs = cfs_elem_child(L->root, "obs");
+    L->mapping = "obs";
     int rc = obs ? permute_element(L, obs) : 0;
     if (rc == 0)
         rc = permute_mapping(L, "obsm");
@@ -251,7 +260,7 @@ static int apply_priority(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err 
     cfs_perm *perm = opts->source_ordered ? cfs_perm_identity(ds->n_obs)
                                           : cfs_perm_new(ds->n_obs, opts->seed);
     layout L = {ds->root, perm,
-                {opts->memory, opts->workdir, opts->space, opts->progress}, err, ""};
+                {opts->memory, opts->workdir, opts->space, opts->progress}, err, "", NULL};
     if (!L.perm)
         return cfs_err_setc(err, CFS_ENOMEM, "out of memory ordering %llu cells",
                            (unsigned long long)ds->n_obs);

@@ -335,7 +335,7 @@ int cfs_blocks_start(const cfs_blocks_config *cfg, cfs_err *err)
     if (!blocks.cfg.block_size)
         blocks.cfg.block_size = CFS_BLOCK_SIZE;
     pthread_mutex_unlock(&blocks.lock);
-    cfs_remote_ops ops = {remote_info, remote_read, NULL, remote_fetch};
+    cfs_remote_ops ops = {remote_info, remote_read, NULL, remote_fetch, cfg->shapes};
     cfs_remote_set_ops(&ops);
     return 0;
 }

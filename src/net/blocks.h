@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "error.h"
 #include "range.h"
+#include "remote.h"
 
 /* Produces a missing block's bytes (appended to out). */
 typedef int (*cfs_block_producer)(void *ctx, cfs_buf *out, cfs_err *err);
@@ -33,6 +34,8 @@ typedef struct cfs_blocks_config {
     cfs_range_config http;
     double poll;            /* seconds an answer to "what is this URL now" is reused */
     size_t block_size;      /* bytes per block (the last one of an object shorter) */
+    /* The formats' names of URL sources, handed to base with the reader (may be NULL) */
+    const cfs_url_shapes *shapes;
 } cfs_blocks_config;
 
 #define CFS_BLOCK_SIZE ((size_t)1 << 20)

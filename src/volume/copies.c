@@ -173,21 +173,20 @@ static int make_copy(cfs_copies *c, const char *source, const char *codec, const
 {
     growing g = {c, name, 0, false};
     int rc = cfs_unpacked_write(source, codec, path, progress, grow, &g, err);
-    struct stat st;
-    if (rc == 0 && stat(path, &st) < 0)
+    uint64_t size = 0;
+    if (rc == 0 && cfs_unpacked_bytes(path, &size) < 0)
         rc = cfs_err_errno(err, errno, "its decompressed copy %s is gone", path);
     pthread_mutex_lock(&c->lock);
-    if (rc == 0 && (uint64_t)st.st_size > g.counted &&
-        (rc = hold(c, name, (uint64_t)st.st_size - g.counted, err)) < 0)
+    if (rc == 0 && size > g.counted && (rc = hold(c, name, size - g.counted, err)) < 0)
         g.no_room = err->status != CFS_ENOMEM;
-    if (rc == 0 && (uint64_t)st.st_size < g.counted) {
+    if (rc == 0 && size < g.counted) {
         held *h = find_held(c, name);
-        cfs_cache_release(c->cache, g.counted - (uint64_t)st.st_size);
-        h->bytes = (uint64_t)st.st_size;
+        cfs_cache_release(c->cache, g.counted - size);
+        h->bytes = size;
     }
     if (rc < 0) {
         unhold(c, name);
-        unlink(path);
+        cfs_unpacked_remove(path);
     }
     pthread_mutex_unlock(&c->lock);
     if (rc < 0 && g.no_room)
@@ -214,17 +213,27 @@ int cfs_copies_get(cfs_copies *c, const char *source, const char *codec, cfs_pro
         return cfs_err_oom(err);
     }
     int rc;
-    if (stat(*path, &st) == 0 && S_ISREG(st.st_mode)) {
+    uint64_t size;
+    if (lstat(*path, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) &&
+        cfs_unpacked_bytes(*path, &size) == 0) {
         /* Kept from an earlier mount: counted again, not made again. */
         pthread_mutex_lock(&c->lock);
-        rc = find_held(c, name) ? 0 : hold(c, name, (uint64_t)st.st_size, err);
+        rc = find_held(c, name) ? 0 : hold(c, name, size, err);
         pthread_mutex_unlock(&c->lock);
         if (rc < 0)
-            too_big(err, (uint64_t)st.st_size);
+            too_big(err, size);
     } else {
         rc = make_copy(c, source, codec, name, *path, progress, err);
     }
     free(name);
+    /* a URL fetched with the files beside it: its folder, opened at the object's file */
+    char *opened = rc == 0 ? cfs_unpacked_opened(source, *path) : NULL;
+    if (rc == 0 && !opened)
+        rc = cfs_err_oom(err);
+    if (rc == 0) {
+        free(*path);
+        *path = opened;
+    }
     if (rc < 0) {
         free(*path);
         *path = NULL;
@@ -240,7 +249,7 @@ void cfs_copies_retire(cfs_copies *c, const char *source, const struct stat *ver
     if (name && find_held(c, name)) {
         unhold(c, name);
         if (path)
-            unlink(path);
+            cfs_unpacked_remove(path);
     }
     pthread_mutex_unlock(&c->lock);
     free(path);
@@ -269,7 +278,7 @@ void cfs_copies_prune(cfs_copies *c, const cfs_source_list *sources)
         if (!wanted && !in_use) {
             char *path = cfs_strdupf("%s/%s", c->dir, e->d_name);
             if (path)
-                unlink(path);
+                cfs_unpacked_remove(path);
             free(path);
         }
     }

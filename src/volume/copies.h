@@ -29,7 +29,9 @@ void cfs_copies_set_cache(cfs_copies *c, cfs_cache *cache);
 void cfs_copies_stop(cfs_copies *c);
 
 /* The path (malloc'd) of the decompressed copy of source at its current version: the one kept
- * from before, or one made now (progress, which may be NULL, shows "decompressing"). */
+ * from before, or one made now (progress, which may be NULL, shows "decompressing"). A URL
+ * fetched with the files beside it is a folder of them, and the path its object's file there
+ * (cfs_unpacked_opened). */
 int cfs_copies_get(cfs_copies *c, const char *source, const char *codec, cfs_progress *progress,
                    char **path, cfs_err *err);
 /* The source at this version is no longer served: its copy goes, and its bytes. */

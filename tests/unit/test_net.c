@@ -1,8 +1,11 @@
 /* src/net: the parts of S3 that need no server (URLs, credentials files, listing pages). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "digest.h"
+#include "format.h"
 #include "http.h"
 #include "remote.h"
 #include "s3.h"
@@ -120,9 +123,107 @@ static void test_digests(void)
     CHECK(strcmp(sha, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") == 0);
 }
 
+/* A fake server for base's URL sources: the keys it has (an ETag each), and the URLs asked. */
+static const char *fake_have[8];
+static const char *fake_etag = "e1";
+static char fake_asked[4096];
+
+static int fake_info(void *ctx, const char *url, cfs_remote_info *out, cfs_err *err)
+{
+    (void)ctx;
+    strncat(fake_asked, url, sizeof fake_asked - strlen(fake_asked) - 2);
+    strcat(fake_asked, " ");
+    size_t len = strcspn(url, "#");       /* what is sent */
+    for (size_t i = 0; i < 8 && fake_have[i]; i++)
+        if (strlen(fake_have[i]) == len && strncmp(url, fake_have[i], len) == 0) {
+            *out = (cfs_remote_info){.size = 10 + i};
+            snprintf(out->version, sizeof out->version, "%s-%zu", fake_etag, i);
+            return 0;
+        }
+    return cfs_err_setc(err, CFS_ENOTFOUND, "HTTP 404: the server has no such file");
+}
+
+static void fake_server(const cfs_url_shapes *shapes, const char *const *have)
+{
+    memset(fake_have, 0, sizeof fake_have);
+    for (size_t i = 0; have[i]; i++)
+        fake_have[i] = have[i];
+    fake_asked[0] = '\0';
+    cfs_remote_ops ops = {.info = fake_info, .shapes = shapes};
+    cfs_remote_set_ops(&ops);
+}
+
+static size_t count_of(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Base knows no format's names: the folder suffixes and version keys are what it is handed. A
+ * Zarr v3 folder's poll asks zarr.json, not .zmetadata first each time. */
+static void test_url_shapes(void)
+{
+    static const char *const suffixes[] = {".store", NULL};
+    static const char *const keys[] = {"v2.json", "v3.json", NULL};
+    cfs_url_shapes shapes = {suffixes, keys, NULL};
+    fake_server(&shapes, (const char *const[]){"https://h/x.store/v3.json", NULL});
+    CHECK(cfs_url_is_folder("https://h/x.STORE") && !cfs_url_is_folder("https://h/x.zarr"));
+    struct stat st, again;
+    CHECK(cfs_source_stat("https://h/x.store", &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK(st.st_size == 10);
+    CHECK(cfs_source_stat("https://h/x.store", &again) == 0 && again.st_ino == st.st_ino);
+    CHECK(count_of(fake_asked, "/v2.json") == 1 && count_of(fake_asked, "/v3.json") == 2);
+    cfs_remote_set_ops(&(cfs_remote_ops){0});
+}
+
+/* A MatrixMarket matrix over a URL: its members are the lists its reader finds (a 404 skips
+ * one), its version all of theirs; a missing cell list is the refusal, naming what was looked
+ * for. */
+static void test_url_members(void)
+{
+    const cfs_url_shapes *shapes = cfs_format_url_shapes();
+    const char *const have[] = {"https://h/d/GSM1_a_matrix.mtx.gz",
+                                "https://h/d/GSM1_a_barcodes.tsv.gz",
+                                "https://h/d/GSM1_a_genes.tsv", NULL};
+    fake_server(shapes, have);
+    cfs_url_member *m;
+    size_t n;
+    cfs_err err = {0};
+    CHECK(cfs_url_members("https://h/d/GSM1_a_matrix.mtx.gz#a", &m, &n, &err) == 1 && n == 3);
+    CHECK(n == 3 && strcmp(m[0].key, "GSM1_a_matrix.mtx.gz") == 0 &&
+          strcmp(m[1].key, "GSM1_a_barcodes.tsv.gz") == 0 &&
+          strcmp(m[2].key, "GSM1_a_genes.tsv") == 0 &&
+          strcmp(m[2].url, "https://h/d/GSM1_a_genes.tsv") == 0);
+    cfs_url_members_free(m, n);
+    struct stat st, changed;
+    CHECK(cfs_source_stat("https://h/d/GSM1_a_matrix.mtx.gz", &st) == 0 && st.st_size == 33);
+    fake_etag = "e2";
+    CHECK(cfs_source_stat("https://h/d/GSM1_a_matrix.mtx.gz", &changed) == 0);
+    CHECK(changed.st_ino != st.st_ino);
+    fake_etag = "e1";
+    CHECK(cfs_url_members("https://h/d/x.h5ad", &m, &n, &err) == 0 && n == 0);
+    CHECK(cfs_url_members("https://h/d/GSM2_b_matrix.mtx.gz", &m, &n, &err) == 0);  /* 404 */
+    fake_server(shapes, (const char *const[]){"https://h/e/GSM1_a_matrix.mtx.gz",
+                                              "https://h/e/GSM1_a_features.tsv.gz", NULL});
+    CHECK(cfs_url_members("https://h/e/GSM1_a_matrix.mtx.gz", &m, &n, &err) == -1);
+    CHECK(strstr(err.msg, "GSM1_a_barcodes.tsv[.gz]") && strstr(err.msg, "cell list"));
+    /* a folder URL: Zarr's keys first, then the layouts' matrices */
+    fake_server(shapes, (const char *const[]){"https://h/f/matrix.mtx.gz",
+                                              "https://h/f/barcodes.tsv.gz",
+                                              "https://h/f/features.tsv.gz", NULL});
+    CHECK(cfs_url_members("https://h/f/", &m, &n, &err) == 1 && n == 3);
+    CHECK(n == 3 && strcmp(m[0].key, "matrix.mtx.gz") == 0);
+    cfs_url_members_free(m, n);
+    CHECK(cfs_source_stat("https://h/f/", &st) == 0 && S_ISDIR(st.st_mode) && st.st_size == 33);
+    cfs_remote_set_ops(&(cfs_remote_ops){0});
+}
+
 /* Folder URLs (a Zarr store read key by key) and what a reader worker may ask of one. */
 static void test_folder_urls(void)
 {
+    cfs_remote_set_ops(&(cfs_remote_ops){.shapes = cfs_format_url_shapes()});
     CHECK(cfs_url_is_folder("https://h/x.zarr") && cfs_url_is_folder("http://h/a/x.ZARR/"));
     CHECK(cfs_url_is_folder("https://h/x.zarr#name") && cfs_url_is_folder("https://h/d/"));
     CHECK(!cfs_url_is_folder("https://h/x.zarr.zip") && !cfs_url_is_folder("/local/x.zarr"));
@@ -139,11 +240,14 @@ static void test_folder_urls(void)
     CHECK(!cfs_url_within("https://h/x.zarr/", src));
     CHECK(!cfs_url_within("https://h/x.zarrX/a", src));
     CHECK(!cfs_url_within("https://h/x.h5ad/a", "https://h/x.h5ad"));
+    cfs_remote_set_ops(&(cfs_remote_ops){0});
 }
 
 void unit_net(void)
 {
     test_folder_urls();
+    test_url_shapes();
+    test_url_members();
     test_url_parse();
     test_object_url();
     test_config_endpoint();
