@@ -106,12 +106,12 @@ static void set_own_name(cfs_prepared *p)
  * once ids are made, not when it is read) and dropped: a front end makes it again when it
  * needs it. It is made with the id the dataset asks for: the distinct id and the name given
  * later change only strings in memory (uns/cellucid). */
-static void check_store(cfs_prepared *p, const cfs_options *opts)
+static void check_store(cfs_prepared *p, const char *id, const cfs_options *opts)
 {
     cfs_store_opts sopts = {opts->codec};
     cfs_err err = {0};
     cfs_store *st = NULL;
-    if (cfs_identity_apply(p->ds, p->raw_id, p->name ? p->name : p->raw_id, &err) == 0)
+    if (cfs_identity_apply(p->ds, id, p->name ? p->name : id, &err) == 0)
         st = cfs_store_new(p->ds, &sopts, &err);
     if (st) {
         cfs_store_free(st);
@@ -128,14 +128,14 @@ static void check_store(cfs_prepared *p, const cfs_options *opts)
  * worker: between the opening and the naming pass the pool hands its workers on to other
  * sources (16 workers for thousands of sources), and a read after that opens the source
  * again in another worker (docs/design.md §2.4), which cost every source a second open. */
-static void read_for_naming(cfs_prepared *p, const cfs_options *opts)
+static void read_for_naming(cfs_prepared *p, const char *id, const cfs_options *opts)
 {
-    if (!p->raw_id)
+    if (!id)
         return;                 /* out of memory: the ids fail */
     p->read_for_naming = true;
     set_own_name(p);
     p->embedding = cfs_embedding_first(p->ds);
-    check_store(p, opts);
+    check_store(p, id, opts);
 }
 
 static void open_one(cfs_prepared *p, const cfs_options *opts)
@@ -162,17 +162,13 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
     /* An input of several datasets becomes an item per part first (expand_parts), named by
      * its part: read when named. */
     if (p->part || cfs_dataset_part_datasets(p->ds) < 2)
-        read_for_naming(p, opts);
+        read_for_naming(p, p->raw_id, opts);
 }
 
 static int name_one(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
 {
     if (!p->read_for_naming) {
-        char *wanted = p->raw_id;       /* its own, read before the store check sets it */
-        p->raw_id = p->id ? strdup(p->id) : NULL;
-        read_for_naming(p, opts);
-        free(p->raw_id);
-        p->raw_id = wanted;
+        read_for_naming(p, p->id, opts);
         if (!p->ds)
             return 0;                   /* refused: out of memory */
     }
