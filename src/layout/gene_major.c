@@ -37,10 +37,32 @@ typedef struct sparse_engine {
     cfs_schedule sched;                     /* the buckets: the ones readers wait for go first */
 } sparse_engine;
 
-/* One spilled nonzero: stored row, gene (relative to its bucket), then the value bytes. */
+/*
+ * The spill files hold runs: the entries of one stored row that fall in one bucket, as a header
+ * (stored row in 4 bytes, then the run's record count in 2) and its records (the gene relative to
+ * its bucket, in gsize bytes, then the value bytes). A csr source gives one run per row and
+ * bucket, so the row is written once for many entries, and a bucket is put in row order by
+ * sorting its runs rather than its entries; a csc source gives runs of one entry.
+ */
 typedef struct rec_layout {
-    size_t vsize, size;
+    size_t gsize, vsize, size;
 } rec_layout;
+
+enum { RUN_HEADER = 6, RUN_MAX = UINT16_MAX };
+
+static void put_header(unsigned char *dst, uint32_t j, uint32_t count)
+{
+    uint16_t c = (uint16_t)count;
+    memcpy(dst, &j, 4);
+    memcpy(dst + 4, &c, 2);
+}
+
+static uint32_t run_count(const unsigned char *run)
+{
+    uint16_t c;
+    memcpy(&c, run + 4, 2);
+    return c;
+}
 
 static void report(const sparse_engine *e, double f)
 {
@@ -57,24 +79,44 @@ typedef struct buckets {
     size_t n;
     uint64_t width;         /* genes per bucket */
     uint64_t *counts;       /* nnz per gene */
+    uint64_t *runs;         /* runs per bucket */
 } buckets;
 
 /* One sorter's workspace, kept across buckets: fresh pages for every bucket cost faults. */
 typedef struct sort_ws {
-    unsigned char *a, *tmp;
-    uint64_t cap;           /* records a and tmp hold */
+    unsigned char *recs;    /* a bucket's runs, as spilled (or the chosen genes' part of them) */
+    uint64_t *keys, *tmp;   /* per run: stored row << 32 | where it starts in recs */
+    unsigned char *out;     /* the bucket's row indices, then its values */
+    size_t recs_cap, keys_cap, tmp_cap, out_cap;            /* bytes */
 } sort_ws;
 
-static int workspace(sort_ws *ws, uint64_t n, size_t rs)
+static int grow(void **p, size_t *cap, uint64_t want)
 {
-    if (n <= ws->cap && ws->a)
+    if (want <= *cap && *p)
         return 0;
-    free(ws->a);
+    free(*p);
+    *p = want <= SIZE_MAX ? malloc(want ? (size_t)want : 1) : NULL;
+    *cap = *p ? (size_t)want : 0;
+    return *p ? 0 : -1;
+}
+
+static void workspace_free(sort_ws *ws)
+{
+    free(ws->recs);
+    free(ws->keys);
     free(ws->tmp);
-    ws->a = malloc((n ? n : 1) * rs);
-    ws->tmp = malloc((n ? n : 1) * rs);
-    ws->cap = n;
-    return ws->a && ws->tmp ? 0 : -1;
+    free(ws->out);
+}
+
+static int workspace(sort_ws *ws, uint64_t recs_bytes, uint64_t runs, uint64_t n, size_t outsize)
+{
+    uint64_t kb = runs * sizeof(uint64_t);
+    return grow((void **)&ws->recs, &ws->recs_cap, recs_bytes) < 0 ||
+                   grow((void **)&ws->keys, &ws->keys_cap, kb) < 0 ||
+                   grow((void **)&ws->tmp, &ws->tmp_cap, kb) < 0 ||
+                   grow((void **)&ws->out, &ws->out_cap, n * outsize) < 0
+               ? -1
+               : 0;
 }
 
 static int read_int_array(const cfs_array *a, uint64_t start, uint64_t count, int64_t *out,
@@ -114,21 +156,61 @@ static void widen_indices(cfs_dtype t, const void *raw, uint64_t n, int64_t *out
 #undef WIDEN
 }
 
-/* Appends one record to its bucket's buffer: the hot path of the pass, so it writes in place. */
-static int spill_record(cfs_spill *sp, uint32_t j, uint32_t g, const unsigned char *v,
-                        size_t vsize, cfs_err *err)
+static void put_record(unsigned char *dst, const rec_layout *rl, uint64_t gene,
+                       const unsigned char *v)
 {
-    size_t rs = 8 + vsize;
-    if (sp->len + rs > sp->cap && cfs_spill_flush(sp, err) < 0)
-        return -1;
-    unsigned char *dst = sp->buf + sp->len;
-    memcpy(dst, &j, 4);
-    memcpy(dst + 4, &g, 4);
-    if (vsize == 4)
-        memcpy(dst + 8, v, 4);
+    if (rl->gsize == 2) {
+        uint16_t g = (uint16_t)gene;
+        memcpy(dst, &g, 2);
+    } else {
+        uint32_t g = (uint32_t)gene;
+        memcpy(dst, &g, 4);
+    }
+    if (rl->vsize == 4)
+        memcpy(dst + rl->gsize, v, 4);
     else
-        memcpy(dst + 8, v, vsize);
-    sp->len += rs;
+        memcpy(dst + rl->gsize, v, rl->vsize);
+}
+
+static uint64_t get_gene(const unsigned char *p, size_t gsize)
+{
+    if (gsize == 2) {
+        uint16_t g;
+        memcpy(&g, p, 2);
+        return g;
+    }
+    uint32_t g;
+    memcpy(&g, p, 4);
+    return g;
+}
+
+/* Appends one run to its bucket's buffer: the hot path of the pass, so it writes in place when
+ * the run fits, and record by record through the buffer when it does not. */
+static int spill_run(cfs_spill *sp, const rec_layout *rl, uint32_t j, uint32_t count,
+                     const int64_t *genes, uint64_t base, const unsigned char *v, cfs_err *err)
+{
+    size_t need = RUN_HEADER + (size_t)count * rl->size;
+    if (sp->len + need > sp->cap && cfs_spill_flush(sp, err) < 0)
+        return -1;
+    if (need <= sp->cap) {
+        unsigned char *dst = sp->buf + sp->len;
+        put_header(dst, j, count);
+        dst += RUN_HEADER;
+        for (uint32_t i = 0; i < count; i++, dst += rl->size)
+            put_record(dst, rl, (uint64_t)genes[i] - base, v + i * rl->vsize);
+        sp->len += need;
+        return 0;
+    }
+    unsigned char header[RUN_HEADER];
+    put_header(header, j, count);
+    if (cfs_spill_append(sp, header, RUN_HEADER, err) < 0)
+        return -1;
+    unsigned char rec[16];
+    for (uint32_t i = 0; i < count; i++) {
+        put_record(rec, rl, (uint64_t)genes[i] - base, v + i * rl->vsize);
+        if (cfs_spill_append(sp, rec, rl->size, err) < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -153,45 +235,135 @@ static void *read_block(void *arg)
 }
 
 /* Where the spill pass is: the source's indptr, the major (row of a csr source, column of a
- * csc one) it has reached, and each gene's bucket. */
+ * csc one) it has reached, and each gene's bucket. A csr row whose genes are not in bucket
+ * order is first grouped by bucket in the scratch arrays (one run per row and bucket). */
 typedef struct spill_cursor {
     const int64_t *ptr;
     uint64_t major_n, major;
     const uint64_t *pos;        /* source row -> stored row */
     const uint32_t *bucket_of;  /* gene -> bucket */
+    int64_t *scratch_genes;     /* a block's worth, allocated when first needed */
+    unsigned char *scratch_values;
+    uint64_t *scratch_at;       /* per bucket */
 } spill_cursor;
+
+static int out_of_range(uint64_t k, cfs_err *err)
+{
+    return cfs_err_set(err, "entry %llu has an index out of range", (unsigned long long)k);
+}
+
+/* Groups the m entries of one row by bucket (stable) into the cursor's scratch arrays. */
+static int group_by_bucket(const buckets *b, const rec_layout *rl, spill_cursor *cur,
+                           uint64_t block, const int64_t *genes, const unsigned char *v,
+                           uint64_t m)
+{
+    if (!cur->scratch_genes) {
+        cur->scratch_genes = malloc(block * sizeof *cur->scratch_genes);
+        cur->scratch_values = malloc(block * rl->vsize);
+        cur->scratch_at = malloc((b->n + 1) * sizeof *cur->scratch_at);
+        if (!cur->scratch_genes || !cur->scratch_values || !cur->scratch_at)
+            return -1;
+    }
+    uint64_t *at = cur->scratch_at;
+    memset(at, 0, (b->n + 1) * sizeof *at);
+    for (uint64_t i = 0; i < m; i++)
+        at[cur->bucket_of[genes[i]] + 1]++;
+    for (size_t k = 1; k <= b->n; k++)
+        at[k] += at[k - 1];
+    for (uint64_t i = 0; i < m; i++) {
+        uint64_t to = at[cur->bucket_of[genes[i]]]++;
+        cur->scratch_genes[to] = genes[i];
+        memcpy(cur->scratch_values + to * rl->vsize, v + i * rl->vsize, rl->vsize);
+    }
+    return 0;
+}
+
+/* Spills the m entries of one csr row (stored row j), one run per bucket they touch. */
+static int spill_row(buckets *b, const rec_layout *rl, spill_cursor *cur, uint64_t block,
+                     uint32_t j, uint64_t k, const int64_t *genes, const unsigned char *v,
+                     uint64_t m, uint64_t n_vars, cfs_err *err)
+{
+    bool in_order = true;
+    for (uint64_t i = 0; i < m; i++) {
+        if (genes[i] < 0 || (uint64_t)genes[i] >= n_vars)
+            return out_of_range(k + i, err);
+        b->counts[genes[i]]++;
+        if (i && cur->bucket_of[genes[i]] < cur->bucket_of[genes[i - 1]])
+            in_order = false;
+    }
+    if (!in_order) {
+        if (group_by_bucket(b, rl, cur, block, genes, v, m) < 0)
+            return cfs_err_oom(err);
+        genes = cur->scratch_genes;
+        v = cur->scratch_values;
+    }
+    for (uint64_t i = 0; i < m;) {
+        uint32_t bucket = cur->bucket_of[genes[i]];
+        uint64_t i1 = i + 1;
+        while (i1 < m && i1 - i < RUN_MAX && cur->bucket_of[genes[i1]] == bucket)
+            i1++;
+        b->runs[bucket]++;
+        if (spill_run(&b->spill[bucket], rl, j, (uint32_t)(i1 - i), genes + i,
+                      (uint64_t)bucket * b->width, v + i * rl->vsize, err) < 0)
+            return -1;
+        i = i1;
+    }
+    return 0;
+}
+
+/* Spills the m entries of one csc column (gene g): each entry is a run of its own. */
+static int spill_column(const sparse_engine *e, buckets *b, const rec_layout *rl,
+                        const spill_cursor *cur, int64_t g, uint64_t k, const int64_t *cells,
+                        const unsigned char *v, uint64_t m, cfs_err *err)
+{
+    if ((uint64_t)g >= e->n_vars)
+        return out_of_range(k, err);
+    uint32_t bucket = cur->bucket_of[g];
+    for (uint64_t i = 0; i < m; i++) {
+        if (cells[i] < 0 || (uint64_t)cells[i] >= e->n_obs)
+            return out_of_range(k + i, err);
+        b->counts[g]++;
+        b->runs[bucket]++;
+        if (spill_run(&b->spill[bucket], rl, (uint32_t)cur->pos[cells[i]], 1, &g,
+                      (uint64_t)bucket * b->width, v + i * rl->vsize, err) < 0)
+            return -1;
+    }
+    return 0;
+}
 
 /* Spills entries [k0, k0 + n) (their minor indices widened, their values in vbuf), one major
  * at a time: within it the cell (csr) or the gene (csc) is fixed. */
 static int spill_block(sparse_engine *e, buckets *b, const rec_layout *rl, spill_cursor *cur,
-                       uint64_t k0, uint64_t n, const int64_t *minor, const unsigned char *vbuf,
-                       cfs_err *err)
+                       uint64_t block, uint64_t k0, uint64_t n, const int64_t *minor,
+                       const unsigned char *vbuf, cfs_err *err)
 {
     uint64_t k = 0;
     while (k < n) {
         while (cur->major < cur->major_n && (uint64_t)cur->ptr[cur->major + 1] <= k0 + k)
             cur->major++;
         if (cur->major == cur->major_n)     /* past the last major's end: indptr is wrong */
-            return cfs_err_set(err, "entry %llu has an index out of range",
-                               (unsigned long long)(k0 + k));
+            return out_of_range(k0 + k, err);
         uint64_t end = (uint64_t)cur->ptr[cur->major + 1] - k0;
         if (end > n)
             end = n;
-        for (; k < end; k++) {
-            uint64_t cell = e->src_csr ? cur->major : (uint64_t)minor[k];
-            uint64_t gene = e->src_csr ? (uint64_t)minor[k] : cur->major;
-            if (minor[k] < 0 || cell >= e->n_obs || gene >= e->n_vars)
-                return cfs_err_set(err, "entry %llu has an index out of range",
-                                   (unsigned long long)(k0 + k));
-            uint32_t bucket = cur->bucket_of[gene];
-            b->counts[gene]++;
-            if (spill_record(&b->spill[bucket], (uint32_t)cur->pos[cell],
-                             (uint32_t)(gene - bucket * b->width), vbuf + k * rl->vsize,
-                             rl->vsize, err) < 0)
-                return -1;
-        }
+        int rc = e->src_csr
+                     ? spill_row(b, rl, cur, block, (uint32_t)cur->pos[cur->major], k0 + k,
+                                 minor + k, vbuf + k * rl->vsize, end - k, e->n_vars, err)
+                     : spill_column(e, b, rl, cur, (int64_t)cur->major, k0 + k, minor + k,
+                                    vbuf + k * rl->vsize, end - k, err);
+        if (rc < 0)
+            return -1;
+        k = end;
     }
     return 0;
+}
+
+/* Source entries read at once: two blocks are in flight, each within 1/16 of the budget. */
+static uint64_t source_block(const sparse_engine *e, const rec_layout *rl)
+{
+    size_t isize = cfs_dtype_size(e->indices->dtype);
+    uint64_t block = e->opts.memory / 16 / (isize + rl->vsize + 8);
+    return block < 4096 ? 4096 : block;
 }
 
 /* Pass over the source, in storage order, spilling each nonzero to its gene bucket. The next
@@ -206,10 +378,7 @@ static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_
     }
     cur.ptr = ptr;
     size_t isize = cfs_dtype_size(e->indices->dtype);
-    /* Two blocks in flight: each gets half of what one block had before. */
-    uint64_t block = e->opts.memory / 16 / (isize + rl->vsize + 8);
-    if (block < 4096)
-        block = 4096;
+    uint64_t block = source_block(e, rl);
     void *ibuf[2] = {malloc(block * isize), malloc(block * isize)};
     void *vbuf[2] = {malloc(block * rl->vsize), malloc(block * rl->vsize)};
     int64_t *minor = malloc(block * sizeof *minor);
@@ -238,7 +407,7 @@ static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_
         widen_indices(e->indices->dtype, now.ibuf, now.n, minor);
         rc = cfs_job_cancelled(&e->job)
                  ? cancelled(e, err)
-                 : spill_block(e, b, rl, &cur, now.k0, now.n, minor, now.vbuf, err);
+                 : spill_block(e, b, rl, &cur, block, now.k0, now.n, minor, now.vbuf, err);
         report(e, (double)k1 / (double)(e->nnz ? e->nnz : 1) * 0.7);
         if (ahead)
             pthread_join(reader, NULL);
@@ -255,93 +424,102 @@ static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_
     }
     free(minor);
     free(bucket_of);
+    free(cur.scratch_genes);
+    free(cur.scratch_values);
+    free(cur.scratch_at);
     return rc;
 }
 
-/* One stable scatter pass keyed by one digit of the stored row; the record size is a
- * compile-time constant in the common cases so the copy is a move, not a call. */
-#define MOVE_LOOP(RS)                                                                      \
-    for (uint64_t i = 0; i < n; i++) {                                                     \
-        uint32_t j;                                                                        \
-        memcpy(&j, a + i * (RS), 4);                                                       \
-        memcpy(tmp + count[(j >> shift) & mask]++ * (RS), a + i * (RS), (RS));             \
-    }
-
-static void move_records(const unsigned char *a, unsigned char *tmp, uint64_t n, size_t rs,
-                         size_t *count, int shift, uint32_t mask)
+/* Sorts the run keys by stored row (LSD radix on the key's high half, stable), in digits as
+ * narrow as the row count allows: fewer buckets per pass scatter into fewer cache lines. An
+ * even number of passes leaves the keys back in keys. */
+static void sort_runs(uint64_t *keys, uint64_t *tmp, uint64_t n, uint64_t n_obs)
 {
-    switch (rs) {
-    case 12: MOVE_LOOP(12) break;
-    case 16: MOVE_LOOP(16) break;
-    case 10: MOVE_LOOP(10) break;
-    case 9: MOVE_LOOP(9) break;
-    default: MOVE_LOOP(rs) break;
-    }
-}
-
-/*
- * Sorts n records by stored row (LSD radix, stable), then scatters them by gene (counting,
- * stable) straight into the result layout: each gene's row indices ascending, its values
- * alongside. tmp (n records) is reused for the scattered indices and values, which fit since
- * an index takes at most the 8 bytes of a record's row and gene.
- */
-static int sort_and_write(sparse_engine *e, unsigned char *a, unsigned char *tmp, uint64_t n,
-                          size_t rs, const uint64_t *gene_counts, uint64_t ngenes,
-                          uint64_t *gene_start, uint64_t first, cfs_err *err)
-{
-    /* Digits as narrow as the row count allows: fewer buckets per pass scatter into fewer
-     * cache lines. An even number of passes leaves the records back in a. */
     int bits = 1;
-    while (bits < 32 && (UINT64_C(1) << bits) < e->n_obs)
+    while (bits < 32 && (UINT64_C(1) << bits) < n_obs)
         bits++;
     int passes = (bits + 10) / 11;
     if (passes % 2)
         passes++;
     int digit = (bits + passes - 1) / passes;
     size_t count[1 << 16];
-    uint32_t mask = (uint32_t)((1u << digit) - 1);
-    for (int p = 0, shift = 0; p < passes; p++, shift += digit) {
+    uint64_t mask = (UINT64_C(1) << digit) - 1;
+    for (int p = 0, shift = 32; p < passes; p++, shift += digit) {
         memset(count, 0, ((size_t)mask + 1) * sizeof *count);
-        for (uint64_t i = 0; i < n; i++) {
-            uint32_t j;
-            memcpy(&j, a + i * rs, 4);
-            count[(j >> shift) & mask]++;
-        }
+        for (uint64_t i = 0; i < n; i++)
+            count[(keys[i] >> shift) & mask]++;
         size_t sum = 0;
         for (size_t d = 0; d <= mask; d++) {
             size_t c = count[d];
             count[d] = sum;
             sum += c;
         }
-        move_records(a, tmp, n, rs, count, shift, mask);
-        unsigned char *t = a;
-        a = tmp;
+        for (uint64_t i = 0; i < n; i++)
+            tmp[count[(keys[i] >> shift) & mask]++] = keys[i];
+        uint64_t *t = keys;
+        keys = tmp;
         tmp = t;
     }
+}
+
+/* Finds the runs in the first `bytes` (< 2^32) of ws->recs: their keys. */
+static uint64_t index_runs(sort_ws *ws, uint64_t bytes, size_t rs)
+{
+    uint64_t r = 0;
+    for (uint64_t at = 0; at < bytes; r++) {
+        uint32_t j;
+        memcpy(&j, ws->recs + at, 4);
+        uint32_t count = run_count(ws->recs + at);
+        ws->keys[r] = (uint64_t)j << 32 | at;
+        at += RUN_HEADER + (uint64_t)count * rs;
+    }
+    return r;
+}
+
+/* Runs are visited in row order, each somewhere else in memory: the next ones are fetched
+ * while this one is scattered. */
+enum { RUN_PREFETCH = 16 };
+
+/*
+ * Puts the n records of a bucket's runs (ws->recs, `bytes` long) in the result layout: the runs
+ * sorted by stored row, then each record scattered to its gene (counting, stable), so that each
+ * gene's row indices ascend, its values alongside. Writes them at entry `first` of the results.
+ */
+static int sort_and_write(sparse_engine *e, sort_ws *ws, uint64_t bytes, uint64_t n,
+                          const rec_layout *rl, const uint64_t *gene_counts, uint64_t ngenes,
+                          uint64_t *gene_start, uint64_t first, cfs_err *err)
+{
+    uint64_t nruns = index_runs(ws, bytes, rl->size);
+    sort_runs(ws->keys, ws->tmp, nruns, e->n_obs);
     uint64_t sum = 0;
     for (uint64_t g = 0; g < ngenes; g++) {
         gene_start[g] = sum;
         sum += gene_counts[g];
     }
-    size_t vsize = rs - 8, isize = cfs_dtype_size(e->out_index);
-    unsigned char *ind = tmp, *val = tmp + n * isize;
-    bool narrow = e->out_index == CFS_INT32;
-    for (uint64_t i = 0; i < n; i++) {
-        const unsigned char *r = a + i * rs;
-        uint32_t j, g;
-        memcpy(&j, r, 4);
-        memcpy(&g, r + 4, 4);
-        uint64_t k = gene_start[g]++;
-        if (narrow) {
-            memcpy(ind + k * 4, &j, 4);
-        } else {
-            int64_t wide = j;
-            memcpy(ind + k * 8, &wide, 8);
+    size_t vsize = rl->vsize, isize = cfs_dtype_size(e->out_index);
+    unsigned char *ind = ws->out, *val = ws->out + n * isize;
+    bool narrow = e->out_index == CFS_INT32, small_gene = rl->gsize == 2;
+    for (uint64_t r = 0; r < nruns; r++) {
+        if (r + RUN_PREFETCH < nruns)
+            __builtin_prefetch(ws->recs + (ws->keys[r + RUN_PREFETCH] & UINT32_MAX));
+        const unsigned char *p = ws->recs + (ws->keys[r] & UINT32_MAX);
+        uint32_t j;
+        memcpy(&j, p, 4);
+        uint32_t count = run_count(p);
+        p += RUN_HEADER;
+        int64_t wide = j;
+        for (uint32_t i = 0; i < count; i++, p += rl->size) {
+            uint64_t g = small_gene ? get_gene(p, 2) : get_gene(p, 4);
+            uint64_t k = gene_start[g]++;
+            if (narrow)
+                memcpy(ind + k * 4, &j, 4);
+            else
+                memcpy(ind + k * 8, &wide, 8);
+            if (vsize == 4)
+                memcpy(val + k * 4, p + rl->gsize, 4);
+            else
+                memcpy(val + k * vsize, p + rl->gsize, vsize);
         }
-        if (vsize == 4)
-            memcpy(val + k * 4, r + 8, 4);
-        else
-            memcpy(val + k * vsize, r + 8, vsize);
     }
     if (cfs_pwrite_full(e->index_fd, ind, n * isize, first * isize, err) < 0 ||
         cfs_pwrite_full(e->data_fd, val, n * vsize, first * vsize, err) < 0)
@@ -349,70 +527,146 @@ static int sort_and_write(sparse_engine *e, unsigned char *a, unsigned char *tmp
     return 0;
 }
 
-/*
- * Processes genes [g0, g1) of bucket b: reads the bucket's spill file, keeps those genes'
- * records (all of them when the range is the whole bucket), sorts and writes them.
- */
-static int emit_range(sparse_engine *e, const buckets *bk, sort_ws *ws, size_t b, uint64_t g0,
-                      uint64_t g1, size_t rs, uint64_t memory, cfs_err *err)
+/* Copies the part of one run that falls in genes [lo, hi) of its bucket to dst, the genes
+ * re-based to lo; returns the bytes written (none when no record falls there). */
+static size_t keep_genes(unsigned char *dst, const unsigned char *run, const rec_layout *rl,
+                         uint64_t lo, uint64_t hi)
 {
-    uint64_t base = b * bk->width, n = 0;
-    for (uint64_t g = g0; g < g1; g++)
-        n += bk->counts[g];
-    if (workspace(ws, n, rs) < 0)
-        return cfs_err_setc(err, CFS_ENOMEM, "out of memory sorting a bucket");
-    unsigned char *a = ws->a, *tmp = ws->tmp;
-    uint64_t *start = malloc((g1 - g0 + 1) * sizeof *start);
-    size_t chunk = (size_t)(memory / 4 / rs);
-    if (chunk < 4096)
-        chunk = 4096;
-    if (chunk > (1u << 20))
-        chunk = 1u << 20;
-    unsigned char *io = malloc(chunk * rs);
-    int rc = a && tmp && start && io ? 0 : cfs_err_setc(err, CFS_ENOMEM,
-                                                        "out of memory sorting a bucket");
-    uint64_t have = 0, total = bk->spill[b].size / rs;
-    if (rc == 0 && total == n && g0 == base) {
-        /* The whole bucket: its records are read as they are, genes already bucket-local. */
-        rc = cfs_pread_full(bk->spill[b].fd, a, n * rs, 0, err);
-        have = n;
-        total = 0;
+    uint32_t count = run_count(run), kept = 0;
+    const unsigned char *p = run + RUN_HEADER;
+    unsigned char *q = dst + RUN_HEADER;
+    for (uint32_t i = 0; i < count; i++, p += rl->size) {
+        uint64_t g = get_gene(p, rl->gsize);
+        if (g < lo || g >= hi)
+            continue;
+        put_record(q, rl, g - lo, p + rl->gsize);
+        q += rl->size;
+        kept++;
     }
-    for (uint64_t r0 = 0; rc == 0 && r0 < total; r0 += chunk) {
-        uint64_t m = total - r0 < chunk ? total - r0 : chunk;
-        rc = cfs_pread_full(bk->spill[b].fd, io, m * rs, r0 * rs, err);
-        for (uint64_t i = 0; rc == 0 && i < m; i++) {
-            uint32_t g;
-            memcpy(&g, io + i * rs + 4, 4);
-            if (base + g < g0 || base + g >= g1)
-                continue;
-            /* Re-base the gene so sort_bucket's counting pass indexes from 0. */
-            uint32_t local = (uint32_t)(base + g - g0);
-            memcpy(a + have * rs, io + i * rs, rs);
-            memcpy(a + have * rs + 4, &local, 4);
-            have++;
+    if (!kept)
+        return 0;
+    uint32_t j;
+    memcpy(&j, run, 4);
+    put_header(dst, j, kept);
+    return RUN_HEADER + (size_t)kept * rl->size;
+}
+
+/* Reads the runs of bucket b into ws->recs: all of them (whole), or the part of them in genes
+ * [lo, hi) of the bucket, the file read in pieces, a run cut at a piece's end carried into the
+ * next. */
+static int load_runs(const cfs_spill *sp, sort_ws *ws, bool whole, uint64_t lo, uint64_t hi,
+                     const rec_layout *rl, uint64_t memory, uint64_t *bytes, cfs_err *err)
+{
+    if (whole) {
+        *bytes = sp->size;
+        return cfs_pread_full(sp->fd, ws->recs, sp->size, 0, err);
+    }
+    size_t piece = (size_t)(memory / 4);
+    if (piece < (64u << 10))
+        piece = 64u << 10;
+    if (piece > (8u << 20))
+        piece = 8u << 20;
+    unsigned char *io = malloc(piece);
+    if (!io)
+        return cfs_err_setc(err, CFS_ENOMEM, "out of memory sorting a bucket");
+    uint64_t have = 0, at = 0;
+    size_t held = 0;            /* bytes read into io and not yet taken */
+    int rc = 0;
+    while (rc == 0) {
+        size_t want = piece - held;
+        if (want > sp->size - at)
+            want = (size_t)(sp->size - at);
+        if (want && cfs_pread_full(sp->fd, io + held, want, at, err) < 0) {
+            rc = -1;
+            break;
+        }
+        at += want;
+        held += want;
+        size_t used = 0;
+        while (held - used >= RUN_HEADER) {
+            size_t len = RUN_HEADER + (size_t)run_count(io + used) * rl->size;
+            if (len > held - used)
+                break;
+            have += keep_genes(ws->recs + have, io + used, rl, lo, hi);
+            used += len;
+        }
+        memmove(io, io + used, held - used);
+        held -= used;
+        if (at == sp->size) {
+            if (held)
+                rc = cfs_err_set(err, "a spill file ends inside a run");
+            break;
+        }
+        if (held == piece) {     /* one run longer than a piece: a larger piece */
+            unsigned char *wider = realloc(io, piece * 2);
+            if (!wider)
+                rc = cfs_err_setc(err, CFS_ENOMEM, "out of memory sorting a bucket");
+            else
+                io = wider, piece *= 2;
         }
     }
-    if (rc == 0)
-        rc = sort_and_write(e, a, tmp, have, rs, bk->counts + g0, g1 - g0, start,
-                            (uint64_t)e->out_indptr[g0], err);
-    free(start);
     free(io);
+    *bytes = have;
     return rc;
 }
 
-/* Emits bucket b in gene sub-ranges that each fit this sorter's share of the budget. */
-static int emit_bucket(sparse_engine *e, const buckets *bk, sort_ws *ws, size_t b, size_t rs,
-                       uint64_t memory, cfs_err *err)
+/* Bytes a sorter holds per entry of a part of a bucket, where each entry may be a run of its
+ * own: the run, its key, its place and the entry's results. */
+static uint64_t part_entry_bytes(const sparse_engine *e, const rec_layout *rl)
+{
+    return RUN_HEADER + rl->size + 2 * sizeof(uint64_t) + rl->vsize +
+           cfs_dtype_size(e->out_index);
+}
+
+/* Processes genes [g0, g1) of bucket b (whole: all of its genes): reads its runs (or those
+ * genes' part of them), sorts and writes them. */
+static int emit_range(sparse_engine *e, const buckets *bk, sort_ws *ws, size_t b, uint64_t g0,
+                      uint64_t g1, bool whole, const rec_layout *rl, uint64_t memory,
+                      cfs_err *err)
+{
+    uint64_t base = b * bk->width, n = 0, bytes = 0;
+    for (uint64_t g = g0; g < g1; g++)
+        n += bk->counts[g];
+    uint64_t recs = whole ? bk->spill[b].size : n * (RUN_HEADER + rl->size);
+    uint64_t runs = whole ? bk->runs[b] : n;
+    uint64_t *start = malloc((g1 - g0 + 1) * sizeof *start);
+    int rc = start && workspace(ws, recs, runs, n, rl->vsize + cfs_dtype_size(e->out_index)) == 0
+                 ? 0
+                 : cfs_err_setc(err, CFS_ENOMEM, "out of memory sorting a bucket");
+    if (rc == 0)
+        rc = load_runs(&bk->spill[b], ws, whole, g0 - base, g1 - base, rl, memory, &bytes, err);
+    if (rc == 0)
+        rc = sort_and_write(e, ws, bytes, n, rl, bk->counts + g0, g1 - g0, start,
+                            (uint64_t)e->out_indptr[g0], err);
+    free(start);
+    return rc;
+}
+
+/* Emits bucket b whole when it fits this sorter's share of the budget, else in gene
+ * sub-ranges that each fit. */
+static int emit_bucket(sparse_engine *e, const buckets *bk, sort_ws *ws, size_t b,
+                       const rec_layout *rl, uint64_t memory, cfs_err *err)
 {
     uint64_t g0 = b * bk->width, end = g0 + bk->width < e->n_vars ? g0 + bk->width : e->n_vars;
-    uint64_t fit = memory / (2 * rs + 8);
+    if (g0 >= end)          /* the last buckets may start past the last gene */
+        return 0;
+    uint64_t n = 0, out = rl->vsize + cfs_dtype_size(e->out_index);
+    for (uint64_t g = g0; g < end; g++)
+        n += bk->counts[g];
+    /* A key holds a run's place in 32 bits. */
+    if (bk->spill[b].size + bk->runs[b] * 2 * sizeof(uint64_t) + n * out <= memory &&
+        bk->spill[b].size <= UINT32_MAX)
+        return emit_range(e, bk, ws, b, g0, end, true, rl, memory, err);
+    uint64_t fit = memory / part_entry_bytes(e, rl);
+    if (fit > UINT32_MAX / (RUN_HEADER + rl->size))
+        fit = UINT32_MAX / (RUN_HEADER + rl->size);
     while (g0 < end) {
-        uint64_t g1 = g0, n = 0;
+        uint64_t g1 = g0;
+        n = 0;
         /* At least one gene, even past the budget: a gene's rows cannot be split. */
         while (g1 < end && (g1 == g0 || n + bk->counts[g1] <= fit))
             n += bk->counts[g1++];
-        if (emit_range(e, bk, ws, b, g0, g1, rs, memory, err) < 0)
+        if (emit_range(e, bk, ws, b, g0, g1, false, rl, memory, err) < 0)
             return -1;
         g0 = g1;
     }
@@ -428,7 +682,7 @@ enum { SORTERS = 2 };
 typedef struct emit_pool {
     sparse_engine *e;
     const buckets *bk;
-    size_t rs;
+    const rec_layout *rl;
     int failed;             /* under the job's lock */
     cfs_err err;
 } emit_pool;
@@ -457,7 +711,7 @@ static void *sorter(void *arg)
         test_delay(e);
         int rc = cfs_job_cancelled(&e->job)
                      ? cancelled(e, &err)
-                     : emit_bucket(e, p->bk, &ws, b, p->rs, e->opts.memory / SORTERS, &err);
+                     : emit_bucket(e, p->bk, &ws, b, p->rl, e->opts.memory / SORTERS, &err);
         pthread_mutex_lock(&e->job.lock);
         if (rc < 0 && !p->failed) {
             p->failed = 1;
@@ -471,14 +725,13 @@ static void *sorter(void *arg)
         pthread_mutex_unlock(&e->job.lock);
         report(e, 0.7 + 0.3 * (double)done / (double)p->bk->n);
     }
-    free(ws.a);
-    free(ws.tmp);
+    workspace_free(&ws);
     return NULL;
 }
 
-static int emit_all(sparse_engine *e, const buckets *bk, size_t rs, cfs_err *err)
+static int emit_all(sparse_engine *e, const buckets *bk, const rec_layout *rl, cfs_err *err)
 {
-    emit_pool pool = {.e = e, .bk = bk, .rs = rs};
+    emit_pool pool = {.e = e, .bk = bk, .rl = rl};
     cfs_parallel_run(SORTERS, sorter, &pool);
     if (pool.failed) {
         *err = pool.err;
@@ -539,14 +792,18 @@ static void release_results(sparse_engine *e)
     cfs_schedule_free(&e->sched);
 }
 
-/* Bucket count: each bucket is sorted in one go (a sorter holds 2 records + 8 bytes each), and
- * there are enough of them that a reader waiting for one bucket waits for a small share of the
- * sorting (MIN_BUCKETS), unless that makes buckets smaller than MIN_BUCKET_BYTES of records. */
+/* Bucket count: each bucket is sorted in one go (a sorter holds its runs, their keys and the
+ * results), and there are enough of them that a reader waiting for one bucket waits for a
+ * small share of the sorting (MIN_BUCKETS), unless that makes buckets smaller than
+ * MIN_BUCKET_BYTES of records. */
 enum { MIN_BUCKETS = 64, MIN_BUCKET_BYTES = 64 << 10 };
 
 static size_t bucket_count(const sparse_engine *e, const rec_layout *rl)
 {
-    uint64_t want = e->nnz * (2 * rl->size + 8) * SORTERS / (e->opts.memory ? e->opts.memory : 1) + 1;
+    /* A csr row's run holds many entries; a csc source's holds one. */
+    uint64_t per = rl->size + rl->vsize + cfs_dtype_size(e->out_index) +
+                   (e->src_csr ? 4 : RUN_HEADER + 2 * sizeof(uint64_t));
+    uint64_t want = e->nnz * per * SORTERS / (e->opts.memory ? e->opts.memory : 1) + 1;
     uint64_t small = e->nnz * rl->size / MIN_BUCKET_BYTES + 1;
     if (want < MIN_BUCKETS)
         want = small < MIN_BUCKETS ? small : MIN_BUCKETS;
@@ -555,6 +812,20 @@ static size_t bucket_count(const sparse_engine *e, const rec_layout *rl)
     if (want > e->n_vars)
         want = e->n_vars ? e->n_vars : 1;
     return (size_t)want;
+}
+
+/* The spill files' bytes at most: every entry's record and every run's header. A csr source
+ * has at most one run per bucket for each piece of a row (a row, or its part in one block),
+ * plus one for every RUN_MAX entries of a longer one. */
+static uint64_t spill_bound(const sparse_engine *e, const buckets *b, const rec_layout *rl)
+{
+    uint64_t runs = e->nnz;
+    if (e->src_csr) {
+        uint64_t pieces = e->n_obs + e->nnz / source_block(e, rl) + 1;
+        if (pieces <= UINT64_MAX / b->n && pieces * b->n + e->nnz / RUN_MAX < runs)
+            runs = pieces * b->n + e->nnz / RUN_MAX;
+    }
+    return e->nnz * rl->size + runs * RUN_HEADER;
 }
 
 /* The spill pass has made out_indptr: readers of X/indptr go on, the others learn which bucket
@@ -576,19 +847,25 @@ static void indptr_landed(sparse_engine *e, const buckets *b)
 /* A failed pass leaves its results to the job, which drops them once nobody reads them. */
 static int sparse_pass(sparse_engine *e, cfs_err *err)
 {
-    rec_layout rl = {cfs_dtype_size(e->data->dtype), 8 + cfs_dtype_size(e->data->dtype)};
+    size_t vsize = cfs_dtype_size(e->data->dtype);
+    rec_layout rl = {4, vsize, 4 + vsize};
     buckets b = {0};
     b.n = bucket_count(e, &rl);
     b.width = (e->n_vars + b.n - 1) / b.n;
     if (b.width == 0)
         b.width = 1;
-    uint64_t spill_bytes = e->nnz * rl.size;
+    if (b.width <= UINT16_MAX + 1u) {
+        rl.gsize = 2;
+        rl.size = 2 + vsize;
+    }
+    uint64_t spill_bytes = spill_bound(e, &b, &rl);
     uint64_t result_bytes = e->nnz * (rl.vsize + cfs_dtype_size(e->out_index));
     int rc = reserve_work(&e->opts, e->label, spill_bytes + result_bytes, err);
     if (rc < 0)
         return rc;
     b.spill = calloc(b.n, sizeof *b.spill);
     b.counts = calloc(e->n_vars + 1, sizeof *b.counts);
+    b.runs = calloc(b.n, sizeof *b.runs);
     pthread_mutex_lock(&e->job.lock);
     e->result_bytes = result_bytes;
     e->width = b.width;
@@ -596,9 +873,10 @@ static int sparse_pass(sparse_engine *e, cfs_err *err)
         rc = -1;
     pthread_mutex_unlock(&e->job.lock);
     e->out_indptr = malloc((e->n_vars + 1) * sizeof *e->out_indptr);
-    if (rc < 0 || !b.spill || !b.counts || !e->out_indptr) {
+    if (rc < 0 || !b.spill || !b.counts || !b.runs || !e->out_indptr) {
         free(b.spill);
         free(b.counts);
+        free(b.runs);
         cfs_space_release(e->opts.space, spill_bytes);
         return cfs_err_oom(err);
     }
@@ -622,12 +900,13 @@ static int sparse_pass(sparse_engine *e, cfs_err *err)
         b.spill[i].buf = NULL;
     }
     if (rc == 0)
-        rc = emit_all(e, &b, rl.size, err);
+        rc = emit_all(e, &b, &rl, err);
     for (size_t i = 0; i < opened; i++)
         cfs_spill_close(&b.spill[i]);
     cfs_space_release(e->opts.space, spill_bytes);
     free(b.spill);
     free(b.counts);
+    free(b.runs);
     return rc;
 }
 

@@ -135,6 +135,165 @@ static void test_gene_major_sparse(void)
     cfs_elem_free(el);
 }
 
+/* A random n x g float32 sparse element, csr (rows of cells) or csc (columns of genes), with
+ * distinct entries whose values are their source positions. `skew`: most entries fall in the
+ * first genes; `dense_row`: row 0 holds genes [0, dense_row); `shuffled`: each major's minor
+ * indices are not in order. */
+typedef struct random_sparse {
+    uint64_t n, g, per_major;
+    bool csr, skew, shuffled;
+    uint64_t dense_row;
+    uint64_t seed;
+} random_sparse;
+
+static uint64_t next_rand(uint64_t *s)
+{
+    *s = cfs_splitmix64(*s);
+    return *s;
+}
+
+static cfs_elem *random_sparse_elem(const random_sparse *r, uint64_t *nnz_out)
+{
+    uint64_t majors = r->csr ? r->n : r->g, minors = r->csr ? r->g : r->n;
+    uint64_t cap = majors * r->per_major + r->dense_row;
+    int32_t *ind = malloc(cap * sizeof *ind);
+    int64_t *ptr = malloc((majors + 1) * sizeof *ptr);
+    unsigned char *seen = calloc(minors, 1);
+    uint64_t s = r->seed, nnz = 0;
+    ptr[0] = 0;
+    for (uint64_t m = 0; m < majors; m++) {
+        uint64_t first = nnz;
+        uint64_t want = r->csr && m == 0 && r->dense_row ? r->dense_row : r->per_major;
+        for (uint64_t t = 0; t < want * 4 && nnz - first < want; t++) {
+            uint64_t x = r->csr && m == 0 && r->dense_row ? t : next_rand(&s) % minors;
+            if (r->skew && r->csr && next_rand(&s) % 4)
+                x %= 10;        /* three quarters of a row's entries in genes 0..9 */
+            if (r->skew && !r->csr && m >= 10 && next_rand(&s) % 4)
+                break;          /* genes past the tenth hold few entries */
+            if (x >= minors || seen[x])
+                continue;
+            seen[x] = 1;
+            ind[nnz++] = (int32_t)x;
+        }
+        for (uint64_t k = first; k < nnz; k++)
+            seen[ind[k]] = 0;
+        if (!r->shuffled) {
+            for (uint64_t k = first + 1; k < nnz; k++)       /* insertion sort: short majors */
+                for (uint64_t q = k; q > first && ind[q - 1] > ind[q]; q--) {
+                    int32_t t = ind[q];
+                    ind[q] = ind[q - 1];
+                    ind[q - 1] = t;
+                }
+        }
+        ptr[m + 1] = (int64_t)nnz;
+    }
+    float *data = malloc((nnz ? nnz : 1) * sizeof *data);
+    for (uint64_t k = 0; k < nnz; k++)
+        data[k] = (float)k;
+    cfs_elem *el = csr_elem(r->csr ? r->n : r->g, r->csr ? r->g : r->n, nnz, data, ind, ptr);
+    el->csr = r->csr;
+    el->sparse_shape[0] = r->n;
+    el->sparse_shape[1] = r->g;
+    free(ind);
+    free(ptr);
+    free(seen);
+    free(data);
+    *nnz_out = nnz;
+    return el;
+}
+
+static int by_gene_then_row(const void *pa, const void *pb)
+{
+    const uint64_t *a = pa, *b = pb;
+    if (a[0] != b[0])
+        return a[0] < b[0] ? -1 : 1;
+    return a[1] < b[1] ? -1 : a[1] > b[1];
+}
+
+/* The engine's result against the plain way: (gene, stored row, source position) triples,
+ * qsort, and indptr counted. */
+static bool gene_major_matches(const random_sparse *r, uint64_t memory)
+{
+    uint64_t nnz;
+    cfs_elem *el = random_sparse_elem(r, &nnz);
+    uint64_t majors = r->csr ? r->n : r->g;
+    int64_t *ptr = malloc((majors + 1) * sizeof *ptr);
+    int32_t *ind = malloc((nnz ? nnz : 1) * sizeof *ind);
+    uint64_t z[1] = {0}, cm[1] = {majors + 1}, cn[1] = {nnz};
+    cfs_err err;
+    bool ok = cfs_array_read(el->indptr, z, cm, ptr, &err) == 0 &&
+              cfs_array_read(el->aux, z, cn, ind, &err) == 0;
+    cfs_perm *perm = cfs_perm_new(r->n, 7);
+    const uint64_t *pos = cfs_perm_pos(perm);
+    uint64_t *want = malloc((nnz ? nnz : 1) * 3 * sizeof *want);
+    for (uint64_t m = 0; ok && m < majors; m++)
+        for (int64_t k = ptr[m]; k < ptr[m + 1]; k++) {
+            uint64_t cell = r->csr ? m : (uint64_t)ind[k], gene = r->csr ? (uint64_t)ind[k] : m;
+            want[3 * k] = gene;
+            want[3 * k + 1] = pos[cell];
+            want[3 * k + 2] = (uint64_t)k;
+        }
+    qsort(want, nnz, 3 * sizeof *want, by_gene_then_row);
+    cfs_engine_opts o = {.memory = memory, .workdir = "/tmp"};
+    ok = ok && cfs_gene_major_sparse(el, perm, &o, "X", &err) == 0;
+    /* The results' index dtype is the engine's choice: read as int64. */
+    void *optr = malloc((r->g + 1) * sizeof(int64_t));
+    void *orow = malloc((nnz ? nnz : 1) * sizeof(int64_t));
+    float *oval = malloc((nnz ? nnz : 1) * sizeof *oval);
+    uint64_t cg[1] = {r->g + 1};
+    ok = ok && cfs_array_read(el->indptr, z, cg, optr, &err) == 0 &&
+         cfs_array_read(el->aux, z, cn, orow, &err) == 0 &&
+         cfs_array_read(el->values, z, cn, oval, &err) == 0;
+    cfs_dtype it = el->aux->dtype;
+    for (uint64_t g = 0, k = 0; ok && g < r->g; g++) {
+        ok = (uint64_t)cfs_int_get(it, optr, g) == k;
+        for (; ok && k < nnz && want[3 * k] == g; k++)
+            ok = (uint64_t)cfs_int_get(it, orow, k) == want[3 * k + 1] &&
+                 oval[k] == (float)want[3 * k + 2];
+    }
+    ok = ok && (uint64_t)cfs_int_get(it, optr, r->g) == nnz;
+    free(ptr);
+    free(ind);
+    free(want);
+    free(optr);
+    free(orow);
+    free(oval);
+    cfs_perm_unref(perm);
+    cfs_elem_free(el);
+    return ok;
+}
+
+/* The engine's paths, each against the plain way: a bucket over its sorter's share, sorted in
+ * gene sub-ranges read in pieces (skewed genes, 64 KiB); a long run (a dense row); genes wider
+ * than 16 bits relative to their bucket with rows out of order; csc sources; a plain one; a
+ * row split into several runs of one bucket. */
+static void test_gene_major_paths(void)
+{
+    random_sparse skewed = {.n = 3000, .g = 400, .per_major = 60, .csr = true, .skew = true,
+                            .seed = 1};
+    CHECK(gene_major_matches(&skewed, 64u << 10));
+    random_sparse long_run = {.n = 40, .g = 24000, .per_major = 30, .csr = true,
+                              .dense_row = 12000, .seed = 2};
+    CHECK(gene_major_matches(&long_run, 128u << 10));
+    long_run.shuffled = true;
+    CHECK(gene_major_matches(&long_run, 128u << 10));
+    random_sparse wide = {.n = 50, .g = 300000, .per_major = 600, .csr = true,
+                          .shuffled = true, .seed = 3};
+    CHECK(gene_major_matches(&wide, 64u << 10));
+    random_sparse csc = {.n = 2000, .g = 300, .per_major = 600, .csr = false, .skew = true,
+                         .seed = 4};
+    CHECK(gene_major_matches(&csc, 64u << 10));
+    csc.skew = false;
+    csc.shuffled = true;
+    CHECK(gene_major_matches(&csc, 4u << 20));
+    random_sparse plain = {.n = 5000, .g = 1000, .per_major = 50, .csr = true, .seed = 5};
+    CHECK(gene_major_matches(&plain, 4u << 20));
+    /* A row with more entries in one bucket than a run holds. */
+    random_sparse huge_row = {.n = 10, .g = 600000, .per_major = 10, .csr = true,
+                              .dense_row = 70000, .seed = 6};
+    CHECK(gene_major_matches(&huge_row, 32u << 20));
+}
+
 /* One index dtype per sparse matrix: the boundaries of the rule, and a csr element whose
  * reader gives uint16 indices and int64 indptr read back as int32, values kept; an index that
  * does not fit int32 fails the read instead of wrapping. */
@@ -260,7 +419,8 @@ static void test_gene_major_space(void)
     CHECK(cfs_gene_major_sparse(b, perm, &o, "B", &err) == 0);
     CHECK(value_sum(a, &err) < 0 && strstr(err.msg, "A: ") && strstr(err.msg, "no room"));
     CHECK(cb.held == 0);
-    /* Room for one job's spill + results (4 x 12 + 4 x 8 bytes) at a time. */
+    /* Room for one job's spill + results at a time: 4 records of 6 bytes and at most 4 run
+     * headers of 6, then 4 x 8 bytes of results. */
     cb.limit = 80;
     CHECK(value_sum(a, &err) == 10);
     CHECK(held_settles(&cb, 32));       /* the spill went back after the pass */
@@ -582,6 +742,7 @@ void unit_layout(void)
     test_priority();
     test_perm_pos();
     test_gene_major_sparse();
+    test_gene_major_paths();
     test_sparse_index_dtype();
     test_gene_major_space();
     test_schedule();
