@@ -124,13 +124,16 @@ static int write_node_meta(cfs_sink *sink, const cfs_store_node *n, const char *
     return rc;
 }
 
-/* Chunks are encoded by a small pool: reads serialise in the reader, encoding runs in parallel. */
+/* Chunks are encoded by a small pool: reads serialise in the reader, encoding runs in parallel.
+ * Chunks are handed out from the arrays in turn, not one array after the other: creating a file
+ * holds its folder's lock, so workers writing into one folder (X/data's tens of thousands of
+ * chunks) would wait for each other. */
 typedef struct chunk_job {
     const cfs_store *st;
     cfs_sink *sink;
     const char *root;
-    size_t node;
-    uint64_t chunk;
+    uint64_t *next;         /* per node: its next chunk */
+    size_t turn;            /* the node whose turn it is */
     pthread_mutex_t lock;
     int failed;
     cfs_err err;
@@ -139,15 +142,16 @@ typedef struct chunk_job {
 static bool next_chunk(chunk_job *job, size_t *node, uint64_t *chunk)
 {
     pthread_mutex_lock(&job->lock);
-    while (!job->failed && job->node < job->st->nnodes &&
-           job->chunk >= job->st->nodes[job->node].nchunks) {
-        job->node++;
-        job->chunk = 0;
-    }
-    bool more = !job->failed && job->node < job->st->nnodes;
-    if (more) {
-        *node = job->node;
-        *chunk = job->chunk++;
+    size_t nn = job->st->nnodes;
+    bool more = false;
+    for (size_t i = 0; !job->failed && !more && i < nn; i++) {
+        size_t k = (job->turn + i) % nn;
+        if (job->next[k] < job->st->nodes[k].nchunks) {
+            *node = k;
+            *chunk = job->next[k]++;
+            job->turn = k + 1;
+            more = true;
+        }
     }
     pthread_mutex_unlock(&job->lock);
     return more;
@@ -192,9 +196,13 @@ static void *chunk_worker(void *arg)
 static int write_chunks(const cfs_store *st, cfs_sink *sink, const char *root, cfs_err *err)
 {
     chunk_job job = {.st = st, .sink = sink, .root = root};
+    job.next = calloc(st->nnodes ? st->nnodes : 1, sizeof *job.next);
+    if (!job.next)
+        return cfs_err_oom(err);
     pthread_mutex_init(&job.lock, NULL);
     cfs_parallel_run(cfs_parallel_cpus(MAX_WORKERS), chunk_worker, &job);
     pthread_mutex_destroy(&job.lock);
+    free(job.next);
     if (job.failed) {
         *err = job.err;
         return -1;
