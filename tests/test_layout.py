@@ -829,6 +829,27 @@ def test_memory_budget_does_not_change_bytes(which, big_h5ad, export_opts):
             assert same_bytes(g[rel][:], np.asarray(s)[pos]), f"{rel} differs"
 
 
+@pytest.mark.parametrize("memory,through_file", [("16M", True), ("1G", False)])
+def test_large_obsm_goes_through_a_work_file(memory, through_file, big_h5ad, mounts):
+    """A mounted obsm entry over an eighth of -o memory (X_pca, 4 MB, at 16M) is put in stored
+    order in a work file counted against cache_size (status.json cache.work_bytes); at 1G it is
+    held in memory and no work space is used. Either way it reads back as the source's rows in
+    priority order."""
+    src = big_h5ad("csr50k")
+    m = mounts(src.parent, opts=[f"memory={memory}"])
+    store = m.mnt / "csr50k.zarr"
+    pos = store_positions(store)
+    a = ad.read_h5ad(src)
+    assert m.status()["cache"]["work_bytes"] == 0
+    got = open_store(store)["obsm/X_pca"][:]
+    assert same_bytes(got, a.obsm["X_pca"][pos])
+    work = m.status()["cache"]["work_bytes"]
+    if through_file:
+        assert work >= a.obsm["X_pca"].nbytes, work
+    else:
+        assert work == 0, work
+
+
 @pytest.mark.parametrize("name", ["raw_layers", "dtypes", "csr_f32", "obsm_varm_p"])
 def test_memory_budget_fixtures(name, export_opts, exported):
     default, r0 = exported(name)
