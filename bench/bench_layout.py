@@ -19,6 +19,10 @@ Figures:
   (a3) the same export against the floor measured in the same run: `cat SRC > /dev/null` plus
       writing the export's bytes (`cp -r` of the exported store: the same files and bytes).
       Target: export / floor <= 2.
+  (a4) with --before BINARY: the same export by this build and by BINARY (another build, e.g.
+      main's), alternated --before-runs times (default 3), medians; ratio after / before. One
+      run's figures (a)-(a3) move with the machine's load; alternating compares two builds under
+      the same load.
   (b) peak RSS of `cellucid-fs export -o memory=256M SRC OUT`, from `/usr/bin/time -v` (Debian
       package `time`: apt-get install time; without it the figure comes from getrusage of the
       child). Target: <= 400 MB.
@@ -36,6 +40,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -161,6 +166,16 @@ print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrs
 """
 
 
+def compare_builds(binary, before, src, out, runs):
+    """([seconds of this build's exports], [seconds of the other build's]), alternated."""
+    after_s, before_s = [], []
+    for _ in range(runs):
+        after_s.append(run_export(binary, src, out, "512M"))
+        before_s.append(run_export(before, src, out, "512M"))
+    shutil.rmtree(out, ignore_errors=True)
+    return after_s, before_s
+
+
 def run_same_job_baseline(src, out):
     """(seconds, peak RSS bytes) of anndata making what the export makes: cells in priority
     order, X gene-major."""
@@ -284,6 +299,8 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep the work folder")
     p.add_argument("--input", help="an existing CSR h5ad to use instead of generating one")
     p.add_argument("--binary", default=default_binary(), help="cellucid-fs (default $CELLUCID_FS or <repo>/cellucid-fs)")
+    p.add_argument("--before", help="another cellucid-fs build to compare exports with, alternating (a4)")
+    p.add_argument("--before-runs", type=int, default=3, help="exports of each build in (a4), median (default 3)")
     args = p.parse_args()
 
     binary = str(Path(args.binary).resolve())
@@ -320,6 +337,11 @@ def main():
         log("(a3) the floor: cat SRC > /dev/null, cp -r of the export ...")
         t_read, t_write = floor_seconds(src, store, work / "floor.zarr")
         t_floor = t_read + t_write
+        before = None
+        if args.before:
+            log(f"(a4) export by this build and by {args.before}, alternated {args.before_runs} times ...")
+            before = compare_builds(binary, str(Path(args.before).resolve()), src, work / "cmp",
+                                    args.before_runs)
         log("(b) export -o memory=256M under /usr/bin/time -v ...")
         rss, rss_how = peak_rss(binary, src, work / "out256", "256M")
         log("(c) one gene for all cells ...")
@@ -338,6 +360,13 @@ def main():
             ("(a3) export against the floor", f"{t_export:.2f} s",
              f"cat SRC {t_read:.2f} s + cp -r store {t_write:.2f} s",
              f"{t_export / t_floor:.1f}x the floor", "<= 2x", t_export / t_floor <= 2.0),
+        ]
+        if before:
+            after_s, before_s = statistics.median(before[0]), statistics.median(before[1])
+            rows.append(("(a4) export, this build against --before", f"{after_s:.2f} s",
+                         f"--before build {before_s:.2f} s (medians of {len(before[0])})",
+                         f"{after_s / before_s:.2f} of the time", "<= 1", after_s <= before_s))
+        rows += [
             ("(b) peak RSS, -o memory=256M", f"{rss_mb:.0f} MB", rss_how,
              "", f"<= {TARGETS['b']:.0f} MB", rss_mb <= TARGETS["b"]),
             ("(c) one gene, all cells",
@@ -365,6 +394,8 @@ def main():
             "gene_read_export_ms": round(g_store * 1e3, 3) if g_store else None,
             "gene_read_backed_ms": round(g_backed * 1e3, 3) if g_backed else None,
             "ratio_c": round(ratio_c, 1) if ratio_c else None,
+            "export_runs_s": [round(x, 3) for x in before[0]] if before else None,
+            "before_runs_s": [round(x, 3) for x in before[1]] if before else None,
         }))
     finally:
         if args.keep:
@@ -372,7 +403,7 @@ def main():
         elif made_workdir:
             shutil.rmtree(work, ignore_errors=True)
         else:
-            for name in ("bench.h5ad", "out512", "out256", "anndata.zarr"):
+            for name in ("bench.h5ad", "out512", "out256", "anndata.zarr", "cmp"):
                 q = work / name
                 if name == "bench.h5ad" and args.input:
                     continue
