@@ -20,9 +20,9 @@ Figures:
       writing the export's bytes (`cp -r` of the exported store: the same files and bytes).
       Target: export / floor <= 2.
   (a4) with --before BINARY: the same export by this build and by BINARY (another build, e.g.
-      main's), alternated --before-runs times (default 3), medians; ratio after / before. One
-      run's figures (a)-(a3) move with the machine's load; alternating compares two builds under
-      the same load.
+      main's), --before-runs times each (default 4), in pairs whose order alternates, each after
+      a sync; medians; ratio after / before. One run's figures (a)-(a3) move with the machine's
+      load; alternating compares two builds under the same load.
   (b) peak RSS of `cellucid-fs export -o memory=256M SRC OUT`, from `/usr/bin/time -v` (Debian
       package `time`: apt-get install time; without it the figure comes from getrusage of the
       child). Target: <= 400 MB.
@@ -167,11 +167,16 @@ print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrs
 
 
 def compare_builds(binary, before, src, out, runs):
-    """([seconds of this build's exports], [seconds of the other build's]), alternated."""
+    """([seconds of this build's exports], [seconds of the other build's]). Each pair runs the
+    builds in the other order than the pair before, after a sync: the export that runs second
+    would otherwise always run while the first one's files are still written back."""
     after_s, before_s = [], []
-    for _ in range(runs):
-        after_s.append(run_export(binary, src, out, "512M"))
-        before_s.append(run_export(before, src, out, "512M"))
+    for i in range(runs):
+        for which in ((0, 1) if i % 2 == 0 else (1, 0)):
+            shutil.rmtree(out, ignore_errors=True)
+            os.sync()
+            t = run_export(binary if which == 0 else before, src, out, "512M")
+            (after_s if which == 0 else before_s).append(t)
     shutil.rmtree(out, ignore_errors=True)
     return after_s, before_s
 
@@ -300,7 +305,7 @@ def main():
     p.add_argument("--input", help="an existing CSR h5ad to use instead of generating one")
     p.add_argument("--binary", default=default_binary(), help="cellucid-fs (default $CELLUCID_FS or <repo>/cellucid-fs)")
     p.add_argument("--before", help="another cellucid-fs build to compare exports with, alternating (a4)")
-    p.add_argument("--before-runs", type=int, default=3, help="exports of each build in (a4), median (default 3)")
+    p.add_argument("--before-runs", type=int, default=4, help="exports of each build in (a4), median (default 4)")
     args = p.parse_args()
 
     binary = str(Path(args.binary).resolve())
