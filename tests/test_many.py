@@ -96,6 +96,26 @@ def test_a_mount_opens_each_source_once(cfs, mounts, tmp_path):
     within_pool(m)
 
 
+def test_naming_reads_a_small_embedding_from_the_model_without_asking_the_worker(cfs, mounts,
+                                                                                  tmp_path):
+    """A small numeric obsm entry comes with the model the worker sends at the open (wire_model.h,
+    CFS_WIRE_INLINE_BYTES): the embedding check of naming asks the worker nothing more, and the
+    store still serves the entry's bytes as export writes them."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(2 * READERS + 1):
+        shutil.copy(GOOD_DIR / "categoricals.h5ad", src / f"{i}.h5ad")
+    m = mounts(src, opts=[f"readers={READERS}"])
+    status = json.loads((m.mnt / "status.json").read_text())["sources"]
+    assert len(status) == 2 * READERS + 1
+    assert all(s["in_catalog"] and s["reader"] == {"requests": 0, "rows": 0, "opens": 1}
+               for s in status), [(s["source"], s.get("reader")) for s in status]
+    out = exported(cfs, src / "0.h5ad", tmp_path / "out") / "0.zarr"
+    for rel in files_of(out):
+        if rel.parts[0] == "obsm":
+            assert (m.mnt / "0.zarr" / rel).read_bytes() == (out / rel).read_bytes(), rel
+
+
 def test_a_source_replaced_without_a_worker_is_not_read_but_laid_out_again(cfs, mounts, tmp_path):
     src = tmp_path / "src"
     src.mkdir()

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "hdf5_util.h"
+#include "h5_whole.h"
 #include "remote.h"
 
 /* The version of a file: device, inode, size and mtime. */
@@ -115,8 +116,8 @@ static char *name_of(hid_t id, ssize_t (*get)(hid_t, char *, size_t))
     return name;
 }
 
-/* The version of the file libhdf5 has open as file (through its own descriptor; a URL's: what
- * the server says of it now, remote.h). */
+/* The version of the file libhdf5 has open as file (through its own descriptor; one read
+ * whole: what was read, h5_whole.h; a URL's: what the server says of it now, remote.h). */
 static int version_of(hid_t file, version *out)
 {
     void *handle = NULL;
@@ -125,8 +126,9 @@ static int version_of(hid_t file, version *out)
     bool remote = url && cfs_is_url(url);
     int rc = remote ? cfs_source_stat(url, &st) : 0;
     free(url);
-    if (rc < 0 || (!remote && (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || !handle ||
-                               fstat(*(int *)handle, &st) < 0)))
+    bool whole = !remote && cfs_h5_whole_version(file, &st) == 0;
+    if (!whole && (rc < 0 || (!remote && (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 ||
+                                          !handle || fstat(*(int *)handle, &st) < 0))))
         return -1;
     *out = (version){st.st_dev, st.st_ino, st.st_size, st.st_mtim};
     return 0;
@@ -234,7 +236,7 @@ cfs_h5_dset *cfs_h5_dset_keep(hid_t dset, hid_t dapl, cfs_err *err)
 static int wake(cfs_h5_dset *d, cfs_err *err)
 {
     hid_t fapl = cfs_h5_read_fapl(d->file->path);
-    hid_t file = fapl >= 0 ? H5Fopen(d->file->path, H5F_ACC_RDONLY, fapl) : -1;
+    hid_t file = fapl >= 0 ? cfs_h5_whole_open(d->file->path, fapl) : -1;
     if (fapl >= 0)
         H5Pclose(fapl);
     version now;

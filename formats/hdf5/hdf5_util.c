@@ -6,6 +6,7 @@
 #include "h5_filters.h"
 #include "h5_types.h"
 #include "h5_remote.h"
+#include "h5_whole.h"
 #include "remote.h"
 
 #include <pthread.h>
@@ -184,7 +185,7 @@ hid_t cfs_h5_file_open(const char *path, cfs_err *err)
         cfs_err_set(err, "libhdf5 could not create a file access property list");
         goto out;
     }
-    file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    file = cfs_h5_whole_open(path, fapl);
     if (file < 0) {
         char detail[512];
         cfs_h5_error_detail(detail, sizeof detail);

@@ -138,6 +138,52 @@ static int encode_modality(cfs_buf *b, const cfs_modality *m, cfs_wire_arrays *t
     return rc;
 }
 
+/* Values sent with the model (CFS_WIRE_INLINE_BYTES): a small numeric obsm entry, which
+ * naming reads whole at once (its embedding check), so that the check needs no second round
+ * trip to the worker. */
+static bool sent_inline(const cfs_array *arr, const char *path, uint64_t *nbytes)
+{
+    if (strncmp(path, "obsm/", 5) != 0 || strchr(path + 5, '/') || arr->ndim < 1 ||
+        arr->ndim > 2 || arr->dtype == CFS_STRING || arr->dtype == CFS_COMPOUND)
+        return false;
+    uint64_t n = cfs_dtype_size(arr->dtype);
+    for (int d = 0; d < arr->ndim; d++)
+        n = arr->shape[d] && n > CFS_WIRE_INLINE_BYTES / arr->shape[d] ? UINT64_MAX
+                                                                        : n * arr->shape[d];
+    *nbytes = n;
+    return n > 0 && n <= CFS_WIRE_INLINE_BYTES;
+}
+
+/* u32 count, then per array u32 id and its values; one that cannot be read now is left to a
+ * read, which reports why. */
+static int encode_inline(cfs_buf *b, const cfs_wire_arrays *t)
+{
+    size_t at = b->len;
+    uint32_t count = 0;
+    uint64_t total = 0, nbytes = 0;
+    if (cfs_wire_put_u32(b, 0) < 0)
+        return -1;
+    for (size_t i = 0; i < t->n; i++) {
+        if (!sent_inline(t->arr[i], t->path[i], &nbytes) || total + nbytes > CFS_WIRE_INLINE_BYTES)
+            continue;
+        size_t before = b->len;
+        uint64_t origin[2] = {0, 0};
+        cfs_err ignored;
+        if (cfs_wire_put_u32(b, (uint32_t)i) < 0 || cfs_buf_reserve(b, (size_t)nbytes) < 0)
+            return -1;
+        if (cfs_array_read(t->arr[i], origin, t->arr[i]->shape, b->data + b->len, &ignored) < 0) {
+            b->len = before;
+            continue;
+        }
+        b->len += (size_t)nbytes;
+        total += nbytes;
+        count++;
+    }
+    for (int k = 0; k < 4; k++)
+        b->data[at + k] = (unsigned char)(count >> (8 * k));
+    return 0;
+}
+
 int cfs_wire_model_encode(const cfs_dataset *ds, cfs_buf *out, cfs_wire_arrays *t, cfs_err *err)
 {
     int rc = cfs_wire_put_str(out, ds->format) | cfs_wire_put_str(out, ds->format_version) |
@@ -157,6 +203,8 @@ int cfs_wire_model_encode(const cfs_dataset *ds, cfs_buf *out, cfs_wire_arrays *
         rc |= cfs_wire_put_str(out, ds->parts[k].name) | cfs_wire_put_str(out, ds->parts[k].what) |
               cfs_wire_put_str(out, ds->parts[k].why_not);
     rc |= cfs_wire_put_u32(out, (uint32_t)ds->part);
+    if (rc == 0)
+        rc = encode_inline(out, t);
     return rc < 0 ? cfs_err_oom(err) : 0;
 }
 
@@ -459,6 +507,29 @@ static bool read_modalities(decoder *d, cfs_dataset *ds)
     return !d->c.bad;
 }
 
+/* The values sent with the model, given to their arrays' proxies. */
+static bool read_inline(decoder *d)
+{
+    uint32_t n = cfs_wire_get_u32(&d->c);
+    for (uint32_t i = 0; i < n && !d->c.bad; i++) {
+        uint32_t id = cfs_wire_get_u32(&d->c);
+        if (d->c.bad || id >= d->n)
+            return fail(d, "values of an array out of order");
+        cfs_array *arr = d->arrays[id];
+        uint64_t nbytes = 0;
+        if (!sent_inline(arr, "obsm/", &nbytes) || nbytes > d->c.left)
+            return fail(d, "values of an array that are not sent with the model");
+        if (d->proxy->keep_values &&
+            d->proxy->keep_values(arr->ctx, d->c.p, (size_t)nbytes) < 0) {
+            d->oom = true;
+            return fail(d, "out of memory");
+        }
+        d->c.p += nbytes;
+        d->c.left -= nbytes;
+    }
+    return !d->c.bad;
+}
+
 cfs_dataset *cfs_wire_model_decode(const void *bytes, size_t len, const char *source,
                                    const cfs_wire_proxy *proxy, uint32_t *narrays, cfs_err *err)
 {
@@ -477,8 +548,8 @@ cfs_dataset *cfs_wire_model_decode(const void *bytes, size_t len, const char *so
         ds->root = read_elem(&d, "", NULL, 0);
     if (!d.c.bad && (ds->root->kind != CFS_EL_ANNDATA || !ds->format))
         fail(&d, "a model without a dataset at its root");
-    if (!d.c.bad && read_modalities(&d, ds))
-        read_parts(&d, ds);
+    if (!d.c.bad && read_modalities(&d, ds) && read_parts(&d, ds))
+        read_inline(&d);
     if (!d.c.bad && d.c.left)
         fail(&d, "bytes after the model");
     for (uint32_t i = 0; i < d.n; i++)

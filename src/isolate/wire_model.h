@@ -30,7 +30,13 @@ typedef struct cfs_wire_proxy {
     const cfs_array_ops *ops;
     void *(*make_ctx)(void *maker, uint32_t id, const char *path);
     void *maker;
+    /* Optional: the values of a small numeric obsm array, sent with the model (all of them, in
+     * C order) for ctx to serve its first whole read from; -1 when out of memory. */
+    int (*keep_values)(void *ctx, const void *values, size_t len);
 } cfs_wire_proxy;
+
+/* At most this many bytes of obsm values are sent with a model. */
+#define CFS_WIRE_INLINE_BYTES ((uint64_t)64 << 10)
 
 /* A new dataset of source from len bytes of a model, its arrays made through proxy; *narrays
  * receives how many it has. NULL with err (status CFS_EDAMAGED) if the bytes are not a valid

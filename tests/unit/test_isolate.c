@@ -104,7 +104,7 @@ static void *fake_make(void *maker, uint32_t id, const char *path)
     return c;
 }
 
-static const cfs_wire_proxy fake_proxy = {&fake_ops, fake_make, NULL};
+static const cfs_wire_proxy fake_proxy = {&fake_ops, fake_make, NULL, NULL};
 
 static bool same_array(const cfs_array *a, const cfs_array *b)
 {
