@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,15 +43,24 @@ static int wait_ready(int fd, short events, int64_t deadline, bool *timed_out, c
     }
 }
 
-static int send_all(int fd, const void *data, size_t len, int64_t deadline, cfs_err *err)
+/* Sends the header and the payload in one call: a round trip with a worker costs the daemon a
+ * system call less per frame (thousands of small sources each make a few). */
+static int send_all(int fd, struct iovec *iov, int niov, int64_t deadline, cfs_err *err)
 {
-    const char *p = data;
     bool timed_out = false;
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+    while (msg.msg_iovlen > 0) {
+        ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
-            p += n;
-            len -= (size_t)n;
+            while (msg.msg_iovlen > 0 && (size_t)n >= msg.msg_iov->iov_len) {
+                n -= (ssize_t)msg.msg_iov->iov_len;
+                msg.msg_iov++;
+                msg.msg_iovlen--;
+            }
+            if (msg.msg_iovlen > 0) {
+                msg.msg_iov->iov_base = (char *)msg.msg_iov->iov_base + n;
+                msg.msg_iov->iov_len -= (size_t)n;
+            }
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             if (wait_ready(fd, POLLOUT, deadline, &timed_out, err) < 0)
                 return -1;
@@ -71,25 +81,27 @@ int cfs_wire_send(int fd, cfs_wire_type type, const void *payload, size_t len, i
     for (int i = 0; i < 4; i++)
         head[i] = (unsigned char)(n >> (8 * i));
     head[4] = (unsigned char)type;
-    if (send_all(fd, head, sizeof head, deadline, err) < 0)
-        return -1;
-    return len ? send_all(fd, payload, len, deadline, err) : 0;
+    struct iovec iov[2] = {{head, sizeof head}, {(void *)payload, len}};
+    return send_all(fd, iov, len ? 2 : 1, deadline, err);
 }
 
 int cfs_wire_recv_exact(int fd, void *dst, size_t len, int64_t deadline, bool *timed_out,
                         cfs_err *err)
 {
     char *p = dst;
+    /* What has arrived is taken before waiting: a frame's payload mostly follows its header
+     * in the same segment, and a poll before each recv cost a system call for nothing. */
     while (len > 0) {
-        if (wait_ready(fd, POLLIN, deadline, timed_out, err) < 0)
-            return -1;
         ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
         if (n > 0) {
             p += n;
             len -= (size_t)n;
         } else if (n == 0) {
             return cfs_err_setc(err, CFS_EIO, "the reader closed its end");
-        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (wait_ready(fd, POLLIN, deadline, timed_out, err) < 0)
+                return -1;
+        } else if (errno != EINTR) {
             return cfs_err_errno(err, errno, "reading from the reader");
         }
     }
