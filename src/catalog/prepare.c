@@ -62,6 +62,7 @@ static int open_source(cfs_prepared *p, const cfs_options *opts, cfs_err *err)
 {
     const char *codec = NULL;
     cfs_isolation iso = cfs_options_isolation(opts);
+    iso.keep_worker = true;             /* for read_for_naming; open_one lets go */
     bool remote = cfs_is_url(p->source);
     /* A URL not read in parts is fetched once into the work space (§11), in the background. */
     bool fetched = remote && cfs_format_fetched_whole(p->source, &codec);
@@ -125,7 +126,7 @@ static void check_store(cfs_prepared *p, const char *id, const cfs_options *opts
 
 /* What naming needs of the source itself (its own name, its first drawable embedding, whether
  * its store can be made) is read right after the open, while the source still has its reader
- * worker: between the opening and the naming pass the pool hands its workers on to other
+ * worker (kept from the open until open_one lets go): between the opening and the naming pass the pool hands its workers on to other
  * sources (16 workers for thousands of sources), and a read after that opens the source
  * again in another worker (docs/design.md §2.4), which cost every source a second open. */
 static void read_for_naming(cfs_prepared *p, const char *id, const cfs_options *opts)
@@ -155,6 +156,7 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
         (layout.source_ordered = meta.source_ordered, cfs_layout_apply(p->ds, &layout, &err)) < 0) {
         if (p->ds)
             cfs_isolated_fault(p->ds, &p->damage);     /* a worker lost laying it out */
+        cfs_isolated_let_go(p->ds);
         cfs_prepared_refuse(p, err.msg);
         return;
     }
@@ -163,6 +165,7 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
      * its part: read when named. */
     if (p->part || cfs_dataset_part_datasets(p->ds) < 2)
         read_for_naming(p, p->raw_id, opts);
+    cfs_isolated_let_go(p->ds);
 }
 
 static int name_one(cfs_prepared *p, const cfs_options *opts, cfs_err *err)

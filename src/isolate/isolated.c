@@ -37,6 +37,7 @@ typedef struct handle {
     uint64_t memory;
     cfs_worker_proc w;
     bool alive;                 /* it has a worker, counted in the pool (under lock and the pool's) */
+    bool kept;                  /* its worker is not handed on (under the pool's lock) */
     struct handle *newer, *older;   /* the pool's order of use, while alive */
     identity version;
     bool changed;               /* a later worker found another file: not read again */
@@ -97,12 +98,12 @@ static void end_worker(handle *h, char *how, size_t len)
     pthread_mutex_unlock(&pool.lock);
 }
 
-/* Under the pool's lock: the least recently used idle worker (not h's) with its lock taken, or
- * NULL if every live worker is serving a request. */
+/* Under the pool's lock: the least recently used idle worker (not h's, nor one kept by its
+ * source) with its lock taken, or NULL if every live worker is serving a request or kept. */
 static handle *idle_worker(const handle *h)
 {
     handle *victim = pool.oldest;
-    while (victim && (victim == h || pthread_mutex_trylock(&victim->lock) != 0))
+    while (victim && (victim == h || victim->kept || pthread_mutex_trylock(&victim->lock) != 0))
         victim = victim->newer;
     return victim;
 }
@@ -693,6 +694,7 @@ static int open_isolated(const char *path, const char *part, const cfs_isolation
     }
     cfs_buf model = {0};
     pthread_mutex_lock(&h->lock);
+    h->kept = iso->keep_worker;         /* before pool_enter links it: never handed on */
     int rc = start_worker(h, &model, err);
     if (rc == -2 && fault)
         *fault = h->fault;
@@ -748,6 +750,18 @@ bool cfs_isolated_stats(const cfs_dataset *ds, cfs_reader_stats *stats)
     stats->rows = __atomic_load_n(&h->stats.rows, __ATOMIC_RELAXED);
     stats->opens = __atomic_load_n(&h->stats.opens, __ATOMIC_RELAXED);
     return true;
+}
+
+void cfs_isolated_let_go(const cfs_dataset *ds)
+{
+    if (!ds || ds->reader_free != handle_unref)
+        return;
+    handle *h = ds->reader;
+    pthread_mutex_lock(&pool.lock);
+    if (h->kept && pool.waiting)
+        pthread_cond_broadcast(&pool.idle);
+    h->kept = false;
+    pthread_mutex_unlock(&pool.lock);
 }
 
 unsigned cfs_isolated_workers(void)

@@ -25,6 +25,10 @@ typedef struct cfs_isolation {
     uint64_t memory;            /* a worker's address-space limit in bytes (0: none) */
     const char *exe;            /* the program a worker runs (NULL: /proc/self/exe) */
     unsigned readers;           /* workers alive at once in this process (0: the default) */
+    /* The worker that opened a source stays with it, not handed on to another source's open,
+     * until cfs_isolated_let_go: for reads that follow the open at once (the catalog's naming).
+     * Each keeper must let go before it opens another source, or opens wait for each other. */
+    bool keep_worker;
 } cfs_isolation;
 
 #define CFS_ISOLATE_OPEN_TIMEOUT 120.0
@@ -60,6 +64,8 @@ int cfs_isolated_open_part(const char *path, const char *part, const cfs_isolati
                            cfs_dataset **out, cfs_reader_fault *fault, cfs_err *err);
 /* True if ds is served by workers; *stats receives their counters. */
 bool cfs_isolated_stats(const cfs_dataset *ds, cfs_reader_stats *stats);
+/* A source opened with keep_worker: its worker may now go to other sources (no-op otherwise). */
+void cfs_isolated_let_go(const cfs_dataset *ds);
 /* The workers alive in this process now (at most the readers of the last open). */
 unsigned cfs_isolated_workers(void);
 /* True if ds is served by workers and one of them faulted; *fault receives the first fault. */

@@ -2,10 +2,12 @@
  * and malformed bytes or frames are refused, never trusted; the pool of workers stays within its
  * bound and a source reopened by a new worker must be the version first opened. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "format.h"
@@ -415,6 +417,58 @@ static void pool_and_versions(void)
     unit_remove_folder(dir);
 }
 
+typedef struct other_open {
+    const char *path;
+    cfs_dataset *ds;
+    int done;
+} other_open;
+
+static void *open_other(void *arg)
+{
+    other_open *o = arg;
+    cfs_isolation iso = {.readers = 1};
+    cfs_err err = {0};
+    if (cfs_isolated_open(o->path, &iso, &o->ds, NULL, &err) < 0)
+        o->ds = NULL;
+    __atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* A source opened with keep_worker keeps its worker for the reads that follow its open (the
+ * catalog's naming): another source's open waits for cfs_isolated_let_go instead of taking it,
+ * so the kept source is opened once. */
+static void kept_worker(void)
+{
+    char a[1024], b[1024];
+    unit_fixture_path(a, sizeof a, "h5ad/csr_f32.h5ad");
+    unit_fixture_path(b, sizeof b, "h5ad/categoricals.h5ad");
+    cfs_isolation iso = {.readers = 1, .keep_worker = true};
+    cfs_dataset *da = NULL;
+    cfs_err err = {0};
+    CHECK(cfs_isolated_open(a, &iso, &da, NULL, &err) == 0);
+    if (!da)
+        return;
+    other_open other = {b, NULL, 0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, open_other, &other) == 0);
+    struct timespec pause = {0, 200 * 1000 * 1000};
+    nanosleep(&pause, NULL);        /* room for the other open to take the worker, if it could */
+    CHECK(!__atomic_load_n(&other.done, __ATOMIC_ACQUIRE));
+    int8_t got[8];
+    CHECK(first_codes(da, got, 8, &err) == 0);
+    cfs_reader_stats stats = {0};
+    CHECK(cfs_isolated_stats(da, &stats) && stats.opens == 1 && stats.requests == 1);
+    cfs_isolated_let_go(da);
+    pthread_join(t, NULL);
+    CHECK(other.done && other.ds);
+    CHECK(cfs_isolated_workers() == 1);
+    CHECK(first_codes(da, got, 8, &err) == 0);                  /* a's worker went to b */
+    CHECK(cfs_isolated_stats(da, &stats) && stats.opens == 2);
+    cfs_dataset_free(other.ds);
+    cfs_dataset_free(da);
+    CHECK(cfs_isolated_workers() == 0);
+}
+
 void unit_isolate(void)
 {
     round_trip();
@@ -422,4 +476,5 @@ void unit_isolate(void)
     round_trip_parts();
     frames();
     pool_and_versions();
+    kept_worker();
 }
