@@ -38,6 +38,7 @@ typedef struct handle {
     cfs_worker_proc w;
     bool alive;                 /* it has a worker, counted in the pool (under lock and the pool's) */
     bool kept;                  /* its worker is not handed on (under the pool's lock) */
+    struct proxy *holding;      /* proxies still holding values sent with the model (lock) */
     struct handle *newer, *older;   /* the pool's order of use, while alive */
     identity version;
     bool changed;               /* a later worker found another file: not read again */
@@ -56,6 +57,7 @@ typedef struct proxy {
     uint32_t id;
     char *path;
     unsigned char *values;      /* sent with the model, until a read took them all */
+    struct proxy *next_holding, *prev_holding;  /* in h->holding while values are held */
 } proxy;
 
 /* The live workers of this process, most recently used first. A handle's lock is taken before
@@ -541,6 +543,19 @@ typedef struct ask {
     uint64_t nrows;
 } ask;
 
+/* Under h's lock (or before the dataset is handed out). */
+static void drop_values(proxy *px)
+{
+    if (!px->values)
+        return;
+    free(px->values);
+    px->values = NULL;
+    *(px->prev_holding ? &px->prev_holding->next_holding : &px->h->holding) = px->next_holding;
+    if (px->next_holding)
+        px->next_holding->prev_holding = px->prev_holding;
+    px->next_holding = px->prev_holding = NULL;
+}
+
 /* Under the lock: serves q from the values sent with the model, if it has them and q lies
  * within them (1 or 2 dimensions); they go once a read took all of them, as naming's embedding
  * check does (wire_model.h). */
@@ -569,10 +584,8 @@ static bool read_kept(proxy *px, const cfs_array *arr, const ask *q, void *out)
                    (size_t)nc * esize);
         whole = nr == rows && nc == cols;
     }
-    if (whole) {
-        free(px->values);
-        px->values = NULL;
-    }
+    if (whole)
+        drop_values(px);
     return true;
 }
 
@@ -649,9 +662,11 @@ static void proxy_free(void *ctx)
     proxy *px = ctx;
     if (!px)
         return;
+    pthread_mutex_lock(&px->h->lock);
+    drop_values(px);
+    pthread_mutex_unlock(&px->h->lock);
     handle_unref(px->h);
     free(px->path);
-    free(px->values);
     free(px);
 }
 
@@ -675,10 +690,14 @@ static void *make_proxy(void *maker, uint32_t id, const char *path)
 static int keep_values(void *ctx, const void *values, size_t len)
 {
     proxy *px = ctx;
-    free(px->values);
+    drop_values(px);
     if (!(px->values = malloc(len ? len : 1)))
         return -1;
     memcpy(px->values, values, len);
+    px->next_holding = px->h->holding;
+    if (px->h->holding)
+        px->h->holding->prev_holding = px;
+    px->h->holding = px;
     return 0;
 }
 
@@ -762,6 +781,11 @@ void cfs_isolated_let_go(const cfs_dataset *ds)
         pthread_cond_broadcast(&pool.idle);
     h->kept = false;
     pthread_mutex_unlock(&pool.lock);
+    /* The values sent with the model were for those reads: not held for a later one. */
+    pthread_mutex_lock(&h->lock);
+    while (h->holding)
+        drop_values(h->holding);
+    pthread_mutex_unlock(&h->lock);
 }
 
 unsigned cfs_isolated_workers(void)

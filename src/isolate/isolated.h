@@ -64,7 +64,9 @@ int cfs_isolated_open_part(const char *path, const char *part, const cfs_isolati
                            cfs_dataset **out, cfs_reader_fault *fault, cfs_err *err);
 /* True if ds is served by workers; *stats receives their counters. */
 bool cfs_isolated_stats(const cfs_dataset *ds, cfs_reader_stats *stats);
-/* A source opened with keep_worker: its worker may now go to other sources (no-op otherwise). */
+/* The reads that followed the open are done: a source opened with keep_worker lets its worker
+ * go to other sources, and any values sent with the model that no read took whole are dropped
+ * (a later read asks a worker). */
 void cfs_isolated_let_go(const cfs_dataset *ds);
 /* The workers alive in this process now (at most the readers of the last open). */
 unsigned cfs_isolated_workers(void);

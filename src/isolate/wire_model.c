@@ -138,13 +138,11 @@ static int encode_modality(cfs_buf *b, const cfs_modality *m, cfs_wire_arrays *t
     return rc;
 }
 
-/* Values sent with the model (CFS_WIRE_INLINE_BYTES): a small numeric obsm entry, which
- * naming reads whole at once (its embedding check), so that the check needs no second round
- * trip to the worker. */
-static bool sent_inline(const cfs_array *arr, const char *path, uint64_t *nbytes)
+/* True if arr's values may travel with the model: numeric, 1 or 2 dimensions, at most
+ * CFS_WIRE_INLINE_BYTES (*nbytes). */
+static bool small_numeric(const cfs_array *arr, uint64_t *nbytes)
 {
-    if (strncmp(path, "obsm/", 5) != 0 || strchr(path + 5, '/') || arr->ndim < 1 ||
-        arr->ndim > 2 || arr->dtype == CFS_STRING || arr->dtype == CFS_COMPOUND)
+    if (arr->ndim < 1 || arr->ndim > 2 || arr->dtype == CFS_STRING || arr->dtype == CFS_COMPOUND)
         return false;
     uint64_t n = cfs_dtype_size(arr->dtype);
     for (int d = 0; d < arr->ndim; d++)
@@ -152,6 +150,13 @@ static bool sent_inline(const cfs_array *arr, const char *path, uint64_t *nbytes
                                                                         : n * arr->shape[d];
     *nbytes = n;
     return n > 0 && n <= CFS_WIRE_INLINE_BYTES;
+}
+
+/* Values sent with the model: a small numeric obsm entry, which naming reads whole at once
+ * (its embedding check), so that the check needs no second round trip to the worker. */
+static bool sent_inline(const cfs_array *arr, const char *path, uint64_t *nbytes)
+{
+    return strncmp(path, "obsm/", 5) == 0 && !strchr(path + 5, '/') && small_numeric(arr, nbytes);
 }
 
 /* u32 count, then per array u32 id and its values; one that cannot be read now is left to a
@@ -517,7 +522,7 @@ static bool read_inline(decoder *d)
             return fail(d, "values of an array out of order");
         cfs_array *arr = d->arrays[id];
         uint64_t nbytes = 0;
-        if (!sent_inline(arr, "obsm/", &nbytes) || nbytes > d->c.left)
+        if (!small_numeric(arr, &nbytes) || nbytes > d->c.left)
             return fail(d, "values of an array that are not sent with the model");
         if (d->proxy->keep_values &&
             d->proxy->keep_values(arr->ctx, d->c.p, (size_t)nbytes) < 0) {

@@ -434,9 +434,19 @@ static void *open_other(void *arg)
     return NULL;
 }
 
+/* The whole of obsm/key (n x 2) through ds's reader. */
+static int read_embedding(const cfs_dataset *ds, const char *key, void *out, uint64_t n,
+                          cfs_err *err)
+{
+    const cfs_elem *e = cfs_elem_child(cfs_elem_child(ds->root, "obsm"), key);
+    uint64_t start[2] = {0, 0}, count[2] = {n, 2};
+    return e ? cfs_array_read(e->values, start, count, out, err) : -1;
+}
+
 /* A source opened with keep_worker keeps its worker for the reads that follow its open (the
  * catalog's naming): another source's open waits for cfs_isolated_let_go instead of taking it,
- * so the kept source is opened once. */
+ * so the kept source is opened once. Values sent with the model serve those reads and are
+ * dropped at the let-go, read from a worker after. */
 static void kept_worker(void)
 {
     char a[1024], b[1024];
@@ -456,6 +466,8 @@ static void kept_worker(void)
     CHECK(!__atomic_load_n(&other.done, __ATOMIC_ACQUIRE));
     int8_t got[8];
     CHECK(first_codes(da, got, 8, &err) == 0);
+    double tsne[30][2];
+    CHECK(read_embedding(da, "X_tsne", tsne, 30, &err) == 0);  /* sent with the model */
     cfs_reader_stats stats = {0};
     CHECK(cfs_isolated_stats(da, &stats) && stats.opens == 1 && stats.requests == 1);
     cfs_isolated_let_go(da);
@@ -463,7 +475,16 @@ static void kept_worker(void)
     CHECK(other.done && other.ds);
     CHECK(cfs_isolated_workers() == 1);
     CHECK(first_codes(da, got, 8, &err) == 0);                  /* a's worker went to b */
-    CHECK(cfs_isolated_stats(da, &stats) && stats.opens == 2);
+    CHECK(cfs_isolated_stats(da, &stats) && stats.opens == 2 && stats.requests == 2);
+    float umap[30][2];
+    CHECK(read_embedding(da, "X_umap", umap, 30, &err) == 0);  /* dropped: asked */
+    CHECK(cfs_isolated_stats(da, &stats) && stats.requests == 3);
+    cfs_dataset *local = NULL;
+    float want[30][2];
+    CHECK(cfs_format_open(a, &local, &err) == 0 && read_embedding(local, "X_umap", want, 30,
+                                                                   &err) == 0);
+    CHECK(memcmp(umap, want, sizeof want) == 0);
+    cfs_dataset_free(local);
     cfs_dataset_free(other.ds);
     cfs_dataset_free(da);
     CHECK(cfs_isolated_workers() == 0);
