@@ -10,8 +10,9 @@ asked number of nonzeros per cell, obsm X_umap). It goes to --workdir (default: 
 under /tmp, removed at the end unless --keep); --input reuses an h5ad made by an earlier --keep run.
 
 Figures:
-  (a) wall time of `cellucid-fs export -o memory=512M SRC OUT` vs anndata.read_h5ad(SRC) +
-      write_zarr (timed inside a fresh Python, imports excluded); ratio baseline / export.
+  (a) wall time of `cellucid-fs export -o memory=512M SRC OUT` (median of --export-runs runs,
+      default 3) vs anndata.read_h5ad(SRC) + write_zarr (timed inside a fresh Python, imports
+      excluded); ratio baseline / export.
       Target: >= 3x.
   (a2) the same export against anndata doing the same job (issue 14 item 5): read_h5ad, the
       cells put in the same priority order, X.tocsc(), write_zarr (fresh Python, imports
@@ -32,7 +33,10 @@ Figures:
       --read-genes genes spread over the gene axis; ratio baseline / export. Target: >= 100x.
       Each gene read from the export is checked against the source column.
 
-The page cache is warmed with one sequential read of the source before anything is timed.
+The page cache is warmed with one sequential read of the source before anything is timed. No
+output is deleted before a timed run: outputs are moved aside and deleted at the end (see
+`discard`), since on an ext4 without a journal deleting a store's tens of thousands of files
+slows the file creation that follows for the next seconds to minutes.
 """
 
 import argparse
@@ -125,12 +129,34 @@ def warm(path):
             pass
 
 
+# Outputs are not deleted between timed runs but moved aside, and deleted at the end: on an
+# ext4 without a journal (this kind of machine's root), creating a file right after many were
+# deleted makes the kernel skip each recently deleted inode (ext4 `recently_deleted`, a lookup
+# per inode), which made a `cp -r` of one store take 5 to 19 s of system time and an export
+# pay for the tree the run before it removed.
+DISCARDED = []
+
+
+def discard(path):
+    path = Path(path)
+    if not path.exists():
+        return
+    aside = path.parent / f".discarded-{len(DISCARDED)}-{path.name}"
+    path.rename(aside)
+    DISCARDED.append(aside)
+
+
+def delete_discarded():
+    while DISCARDED:
+        shutil.rmtree(DISCARDED.pop(), ignore_errors=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # (a) export time vs anndata
 
 
 def run_export(binary, src, out, memory):
-    shutil.rmtree(out, ignore_errors=True)
+    discard(out)
     t = time.perf_counter()
     r = subprocess.run([binary, "export", "-o", f"memory={memory}", str(src), str(out)],
                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -173,24 +199,24 @@ def compare_builds(binary, before, src, out, runs):
     after_s, before_s = [], []
     for i in range(runs):
         for which in ((0, 1) if i % 2 == 0 else (1, 0)):
-            shutil.rmtree(out, ignore_errors=True)
+            discard(out)
             os.sync()
             t = run_export(binary if which == 0 else before, src, out, "512M")
             (after_s if which == 0 else before_s).append(t)
-    shutil.rmtree(out, ignore_errors=True)
+    discard(out)
     return after_s, before_s
 
 
 def run_same_job_baseline(src, out):
     """(seconds, peak RSS bytes) of anndata making what the export makes: cells in priority
     order, X gene-major."""
-    shutil.rmtree(out, ignore_errors=True)
+    discard(out)
     r = subprocess.run([sys.executable, "-c", SAME_JOB, str(src), str(out), str(REPO / "tests")],
                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if r.returncode != 0:
         sys.exit(f"anndata same-job baseline failed:\n{r.stderr.decode(errors='replace')}")
     secs, rss = r.stdout.decode().strip().splitlines()[-1].split()
-    shutil.rmtree(out, ignore_errors=True)
+    discard(out)
     return float(secs), int(rss)
 
 
@@ -199,16 +225,16 @@ def floor_seconds(src, store, copy):
     t = time.perf_counter()
     subprocess.run(["sh", "-c", 'cat "$1" > /dev/null', "sh", str(src)], check=True)
     t_read = time.perf_counter() - t
-    shutil.rmtree(copy, ignore_errors=True)
+    discard(copy)
     t = time.perf_counter()
     subprocess.run(["cp", "-r", str(store), str(copy)], check=True)
     t_write = time.perf_counter() - t
-    shutil.rmtree(copy, ignore_errors=True)
+    discard(copy)
     return t_read, t_write
 
 
 def run_anndata_baseline(src, out):
-    shutil.rmtree(out, ignore_errors=True)
+    discard(out)
     r = subprocess.run([sys.executable, "-c", BASELINE, str(src), str(out)],
                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if r.returncode != 0:
@@ -230,7 +256,7 @@ print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 
 def peak_rss(binary, src, out, memory):
     """(peak RSS in bytes, how it was measured)."""
-    shutil.rmtree(out, ignore_errors=True)
+    discard(out)
     cmd = [binary, "export", "-o", f"memory={memory}", str(src), str(out)]
     if os.access("/usr/bin/time", os.X_OK):
         r = subprocess.run(["/usr/bin/time", "-v", *cmd], stdin=subprocess.DEVNULL,
@@ -305,6 +331,7 @@ def main():
     p.add_argument("--input", help="an existing CSR h5ad to use instead of generating one")
     p.add_argument("--binary", default=default_binary(), help="cellucid-fs (default $CELLUCID_FS or <repo>/cellucid-fs)")
     p.add_argument("--before", help="another cellucid-fs build to compare exports with, alternating (a4)")
+    p.add_argument("--export-runs", type=int, default=3, help="exports timed for (a)-(a3), median (default 3)")
     p.add_argument("--before-runs", type=int, default=4, help="exports of each build in (a4), median (default 4)")
     args = p.parse_args()
 
@@ -332,8 +359,9 @@ def main():
         warm(src)
 
         version = subprocess.run([binary, "--version"], stdout=subprocess.PIPE).stdout.decode().strip()
-        log("(a) export -o memory=512M ...")
-        t_export = run_export(binary, src, work / "out512", "512M")
+        log(f"(a) export -o memory=512M, {args.export_runs} runs ...")
+        t_export = statistics.median(run_export(binary, src, work / "out512", "512M")
+                                     for _ in range(args.export_runs))
         store = work / "out512" / f"{src.stem}.zarr"
         log("(a) anndata read_h5ad + write_zarr ...")
         t_anndata = run_anndata_baseline(src, work / "anndata.zarr")
@@ -403,6 +431,7 @@ def main():
             "before_runs_s": [round(x, 3) for x in before[1]] if before else None,
         }))
     finally:
+        delete_discarded()
         if args.keep:
             log(f"kept {work}")
         elif made_workdir:
