@@ -3,9 +3,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "format.h"
 #include "h5_dormant.h"
+#include "h5_whole.h"
 #include "hdf5_util.h"
 #include "model.h"
 #include "names.h"
@@ -155,6 +157,68 @@ static void test_dormant_files(void)
     unit_remove_folder(dir);
 }
 
+/* Under cfs_h5_lock: path opened as the formats open it (cfs_h5_whole_open). */
+static hid_t open_h5(const char *path, bool *in_memory)
+{
+    hid_t fapl = cfs_h5_read_fapl(path);
+    hid_t file = fapl >= 0 ? cfs_h5_whole_open(path, fapl) : -1;
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    hid_t access = file >= 0 ? H5Fget_access_plist(file) : -1;
+    *in_memory = access >= 0 && H5Pget_driver(access) == H5FD_CORE;
+    if (access >= 0)
+        H5Pclose(access);
+    return file;
+}
+
+/* A small local file is read whole by the core driver, with the version stat found before and
+ * after; a larger one is opened on disk and has no such version; a version is known for the
+ * last 1,024 files opened whole only (h5_whole.c), so an older one is not taken for another's. */
+static void test_whole_files(void)
+{
+    char dir[] = "/tmp/cfs-unit-whole-XXXXXX", src[1024], small[256], other[256], big[256];
+    char cmd[8192];
+    unit_temp_dir(dir);
+    unit_fixture_path(src, sizeof src, "h5ad/csr_f32.h5ad");
+    snprintf(small, sizeof small, "%s/small.h5ad", dir);
+    snprintf(other, sizeof other, "%s/other.h5ad", dir);
+    snprintf(big, sizeof big, "%s/big.h5ad", dir);
+    /* Past its end of address an HDF5 file may hold anything: a valid file over the bound. */
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && cp '%s' '%s' && cp '%s' '%s' && truncate -s 2M '%s'",
+             src, small, src, other, src, big, big);
+    CHECK(system(cmd) == 0);
+    struct stat st_small, st_big, version;
+    CHECK(stat(small, &st_small) == 0 && stat(big, &st_big) == 0);
+    CHECK(st_small.st_size <= CFS_H5_WHOLE_BYTES && st_big.st_size > CFS_H5_WHOLE_BYTES);
+    cfs_h5_lock();
+    bool in_memory = false;
+    hid_t a = open_h5(small, &in_memory);
+    CHECK(a >= 0 && in_memory);
+    CHECK(a >= 0 && cfs_h5_whole_version(a, &version) == 0 &&
+          version.st_dev == st_small.st_dev && version.st_ino == st_small.st_ino &&
+          version.st_size == st_small.st_size &&
+          version.st_mtim.tv_sec == st_small.st_mtim.tv_sec &&
+          version.st_mtim.tv_nsec == st_small.st_mtim.tv_nsec);
+    hid_t b = open_h5(big, &in_memory);
+    CHECK(b >= 0 && !in_memory && cfs_h5_whole_version(b, &version) < 0);
+    if (b >= 0)
+        H5Fclose(b);
+    int whole = 0;
+    for (int i = 0; i < 1024; i++) {
+        hid_t o = open_h5(other, &in_memory);
+        whole += o >= 0 && in_memory && cfs_h5_whole_version(o, &version) == 0 &&
+                 version.st_ino != st_small.st_ino;
+        if (o >= 0)
+            H5Fclose(o);
+    }
+    CHECK(whole == 1024);
+    CHECK(a >= 0 && cfs_h5_whole_version(a, &version) < 0);
+    if (a >= 0)
+        H5Fclose(a);
+    cfs_h5_unlock();
+    unit_remove_folder(dir);
+}
+
 /* Duplicate names get anndata's var_names_make_unique suffixes (checked against anndata). */
 static void test_unique_names(void)
 {
@@ -228,5 +292,6 @@ void unit_formats(void)
     test_split_layers_ranges();
     test_h5_read_strings();
     test_dormant_files();
+    test_whole_files();
     test_unique_names();
 }
