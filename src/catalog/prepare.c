@@ -126,9 +126,10 @@ static void check_store(cfs_prepared *p, const char *id, const cfs_options *opts
 
 /* What naming needs of the source itself (its own name, its first drawable embedding, whether
  * its store can be made) is read right after the open, while the source still has its reader
- * worker (kept from the open until open_one lets go): between the opening and the naming pass the pool hands its workers on to other
- * sources (16 workers for thousands of sources), and a read after that opens the source
- * again in another worker (docs/design.md §2.4), which cost every source a second open. */
+ * worker (kept from the open until open_one lets go): between the opening and the naming pass
+ * the pool hands its workers on to other sources (16 workers for thousands of sources), and a
+ * read after that opens the source again in another worker (docs/design.md §2.4), which cost
+ * every source a second open. */
 static void read_for_naming(cfs_prepared *p, const char *id, const cfs_options *opts)
 {
     if (!id)
