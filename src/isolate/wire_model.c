@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "embedding.h"
 #include "strfmt.h"
 #include "wire.h"
 
@@ -152,41 +153,67 @@ static bool small_numeric(const cfs_array *arr, uint64_t *nbytes)
     return n > 0 && n <= CFS_WIRE_INLINE_BYTES;
 }
 
-/* Values sent with the model: a small numeric obsm entry, which naming reads whole at once
- * (its embedding check), so that the check needs no second round trip to the worker. */
-static bool sent_inline(const cfs_array *arr, const char *path, uint64_t *nbytes)
+/* The id of arr in t, or t->n. */
+static size_t array_id(const cfs_wire_arrays *t, const cfs_array *arr)
 {
-    return strncmp(path, "obsm/", 5) == 0 && !strchr(path + 5, '/') && small_numeric(arr, nbytes);
+    size_t i = 0;
+    while (i < t->n && t->arr[i] != arr)
+        i++;
+    return i;
 }
 
-/* u32 count, then per array u32 id and its values; one that cannot be read now is left to a
- * read, which reports why. */
-static int encode_inline(cfs_buf *b, const cfs_wire_arrays *t)
+/* Appends arr's values under its id; false if they cannot be read now (a read reports why). */
+static bool put_values(cfs_buf *b, uint32_t id, const cfs_array *arr, uint64_t nbytes, int *rc)
+{
+    size_t before = b->len;
+    uint64_t origin[2] = {0, 0};
+    cfs_err ignored;
+    if (cfs_wire_put_u32(b, id) < 0 || cfs_buf_reserve(b, (size_t)nbytes) < 0) {
+        *rc = -1;
+        return false;
+    }
+    if (cfs_array_read(arr, origin, arr->shape, b->data + b->len, &ignored) < 0) {
+        b->len = before;
+        return false;
+    }
+    b->len += (size_t)nbytes;
+    return true;
+}
+
+/*
+ * u32 count, then per array u32 id and its values: the obsm entries the catalog's embedding
+ * check will read whole (cfs_embedding_first), so that naming needs no second round trip.
+ * They are the check's candidates up to the first drawable one, which the worker can tell
+ * here: drawability does not depend on the cells' order. The walk stops at an entry too
+ * large to send; the daemon reads that one itself, and whether it reads on depends on it.
+ */
+static int encode_inline(cfs_buf *b, const cfs_dataset *ds, const cfs_wire_arrays *t)
 {
     size_t at = b->len;
     uint32_t count = 0;
     uint64_t total = 0, nbytes = 0;
     if (cfs_wire_put_u32(b, 0) < 0)
         return -1;
-    for (size_t i = 0; i < t->n; i++) {
-        if (!sent_inline(t->arr[i], t->path[i], &nbytes) || total + nbytes > CFS_WIRE_INLINE_BYTES)
-            continue;
-        size_t before = b->len;
-        uint64_t origin[2] = {0, 0};
-        cfs_err ignored;
-        if (cfs_wire_put_u32(b, (uint32_t)i) < 0 || cfs_buf_reserve(b, (size_t)nbytes) < 0)
-            return -1;
-        if (cfs_array_read(t->arr[i], origin, t->arr[i]->shape, b->data + b->len, &ignored) < 0) {
-            b->len = before;
-            continue;
-        }
-        b->len += (size_t)nbytes;
+    const cfs_elem *obsm = cfs_elem_child(ds->root, "obsm"), *el;
+    char why[256];
+    int rc = 0;
+    for (size_t k = 0; obsm && (el = cfs_embedding_candidate(obsm, k)); k++) {
+        if (!cfs_embedding_shape_fits(el, ds->n_obs, why, sizeof why))
+            continue;                           /* the check turns it down unread */
+        const cfs_array *arr = el->values;
+        size_t id = array_id(t, arr);
+        if (id == t->n || !small_numeric(arr, &nbytes) || total + nbytes > CFS_WIRE_INLINE_BYTES)
+            break;
+        if (!put_values(b, (uint32_t)id, arr, nbytes, &rc))
+            break;
         total += nbytes;
         count++;
+        if (cfs_embedding_values_drawable(arr, b->data + b->len - nbytes, why, sizeof why))
+            break;
     }
     for (int k = 0; k < 4; k++)
         b->data[at + k] = (unsigned char)(count >> (8 * k));
-    return 0;
+    return rc;
 }
 
 int cfs_wire_model_encode(const cfs_dataset *ds, cfs_buf *out, cfs_wire_arrays *t, cfs_err *err)
@@ -209,7 +236,7 @@ int cfs_wire_model_encode(const cfs_dataset *ds, cfs_buf *out, cfs_wire_arrays *
               cfs_wire_put_str(out, ds->parts[k].why_not);
     rc |= cfs_wire_put_u32(out, (uint32_t)ds->part);
     if (rc == 0)
-        rc = encode_inline(out, t);
+        rc = encode_inline(out, ds, t);
     return rc < 0 ? cfs_err_oom(err) : 0;
 }
 

@@ -30,8 +30,9 @@ typedef struct cfs_wire_proxy {
     const cfs_array_ops *ops;
     void *(*make_ctx)(void *maker, uint32_t id, const char *path);
     void *maker;
-    /* Optional: the values of a small numeric obsm array, sent with the model (all of them, in
-     * C order) for ctx to serve its first whole read from; -1 when out of memory. */
+    /* Optional: the values of a small numeric obsm array the embedding check will read, sent
+     * with the model (all of them, in C order) for ctx to serve its first whole read from; -1
+     * when out of memory. */
     int (*keep_values)(void *ctx, const void *values, size_t len);
 } cfs_wire_proxy;
 

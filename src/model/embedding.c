@@ -81,7 +81,7 @@ static bool fail(char *why, size_t len, const char *reason)
     return false;
 }
 
-bool cfs_embedding_drawable(const cfs_elem *el, uint64_t n_obs, char *why, size_t why_len)
+bool cfs_embedding_shape_fits(const cfs_elem *el, uint64_t n_obs, char *why, size_t why_len)
 {
     if (el->kind != CFS_EL_ARRAY)
         return fail(why, why_len, "not a dense array");
@@ -90,9 +90,45 @@ bool cfs_embedding_drawable(const cfs_elem *el, uint64_t n_obs, char *why, size_
         return fail(why, why_len, "not numeric");
     if (arr->ndim < 1 || arr->ndim > 2 || arr->shape[0] != n_obs)
         return fail(why, why_len, "not one row per cell");
-    uint64_t cols = arr->ndim == 2 ? arr->shape[1] : 1;
-    if (cols == 0 || n_obs == 0)
+    if ((arr->ndim == 2 && arr->shape[1] == 0) || n_obs == 0)
         return fail(why, why_len, "has no columns");
+    return true;
+}
+
+static bool verdict(const scan *s, char *why, size_t why_len)
+{
+    if (!s->any_finite_row)
+        return fail(why, why_len, "has no finite row");
+    if (s->too_large)
+        return fail(why, why_len, "holds values past float32");
+    if (!s->varies)
+        return fail(why, why_len, "has the same coordinates for every cell");
+    return true;
+}
+
+static uint64_t columns(const cfs_array *arr)
+{
+    return arr->ndim == 2 ? arr->shape[1] : 1;
+}
+
+bool cfs_embedding_values_drawable(const cfs_array *arr, const void *values, char *why,
+                                   size_t why_len)
+{
+    uint64_t cols = columns(arr);
+    scan s = {.first = calloc(cols, sizeof(double))};
+    if (!s.first)
+        return fail(why, why_len, "too large to check");
+    scan_block(&s, arr, values, arr->shape[0], cols);
+    free(s.first);
+    return verdict(&s, why, why_len);
+}
+
+bool cfs_embedding_drawable(const cfs_elem *el, uint64_t n_obs, char *why, size_t why_len)
+{
+    if (!cfs_embedding_shape_fits(el, n_obs, why, why_len))
+        return false;
+    const cfs_array *arr = el->values;
+    uint64_t cols = columns(arr);
     size_t esize = cfs_dtype_size(arr->dtype);
     uint64_t block = BLOCK_BYTES / (cols * esize);
     if (block < MIN_ROWS_PER_BLOCK)
@@ -117,27 +153,28 @@ bool cfs_embedding_drawable(const cfs_elem *el, uint64_t n_obs, char *why, size_
     free(s.first);
     if (!ok)
         return allocated ? false : fail(why, why_len, "too large to check");
-    if (!s.any_finite_row)
-        return fail(why, why_len, "has no finite row");
-    if (s.too_large)
-        return fail(why, why_len, "holds values past float32");
-    if (!s.varies)
-        return fail(why, why_len, "has the same coordinates for every cell");
-    return true;
+    return verdict(&s, why, why_len);
+}
+
+const cfs_elem *cfs_embedding_candidate(const cfs_elem *obsm, size_t k)
+{
+    const cfs_elem *umap = cfs_elem_child(obsm, "X_umap");
+    if (umap && k == 0)
+        return umap;
+    size_t skip = umap ? 1 : 0;
+    for (size_t i = 0; i < obsm->nchildren; i++)
+        if (obsm->children[i] != umap && k == skip++)
+            return obsm->children[i];
+    return NULL;
 }
 
 const char *cfs_embedding_first(const cfs_dataset *ds)
 {
     const cfs_elem *obsm = cfs_elem_child(ds->root, "obsm");
-    if (!obsm)
-        return NULL;
+    const cfs_elem *el;
     char why[256];
-    const cfs_elem *umap = cfs_elem_child(obsm, "X_umap");
-    if (umap && cfs_embedding_drawable(umap, ds->n_obs, why, sizeof why))
-        return umap->name;
-    for (size_t i = 0; i < obsm->nchildren; i++)
-        if (obsm->children[i] != umap &&
-            cfs_embedding_drawable(obsm->children[i], ds->n_obs, why, sizeof why))
-            return obsm->children[i]->name;
+    for (size_t k = 0; obsm && (el = cfs_embedding_candidate(obsm, k)); k++)
+        if (cfs_embedding_drawable(el, ds->n_obs, why, sizeof why))
+            return el->name;
     return NULL;
 }

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "embedding.h"
 #include "format.h"
 #include "isolated.h"
 #include "unit.h"
@@ -466,19 +467,19 @@ static void kept_worker(void)
     CHECK(!__atomic_load_n(&other.done, __ATOMIC_ACQUIRE));
     int8_t got[8];
     CHECK(first_codes(da, got, 8, &err) == 0);
-    double tsne[30][2];
-    CHECK(read_embedding(da, "X_tsne", tsne, 30, &err) == 0);  /* sent with the model */
+    float tsne[30][2];
+    CHECK(read_embedding(da, "X_tsne", tsne, 30, &err) == 0);  /* not sent: X_umap draws */
     cfs_reader_stats stats = {0};
-    CHECK(cfs_isolated_stats(da, &stats) && stats.opens == 1 && stats.requests == 1);
+    CHECK(cfs_isolated_stats(da, &stats) && stats.opens == 1 && stats.requests == 2);
     cfs_isolated_let_go(da);
     pthread_join(t, NULL);
     CHECK(other.done && other.ds);
     CHECK(cfs_isolated_workers() == 1);
     CHECK(first_codes(da, got, 8, &err) == 0);                  /* a's worker went to b */
-    CHECK(cfs_isolated_stats(da, &stats) && stats.opens == 2 && stats.requests == 2);
+    CHECK(cfs_isolated_stats(da, &stats) && stats.opens == 2 && stats.requests == 3);
     float umap[30][2];
-    CHECK(read_embedding(da, "X_umap", umap, 30, &err) == 0);  /* dropped: asked */
-    CHECK(cfs_isolated_stats(da, &stats) && stats.requests == 3);
+    CHECK(read_embedding(da, "X_umap", umap, 30, &err) == 0);  /* sent, dropped: asked */
+    CHECK(cfs_isolated_stats(da, &stats) && stats.requests == 4);
     cfs_dataset *local = NULL;
     float want[30][2];
     CHECK(cfs_format_open(a, &local, &err) == 0 && read_embedding(local, "X_umap", want, 30,
@@ -490,6 +491,41 @@ static void kept_worker(void)
     CHECK(cfs_isolated_workers() == 0);
 }
 
+/* The requests naming's embedding check makes of source (none: what it reads came with the
+ * model), with the key it found (NULL for none); then a read of an n_obs x 2 entry, which
+ * the model no longer holds (not sent, or taken by the check), so one request. */
+static void naming_asks_nothing(const char *fixture, const char *want_first, const char *then_read,
+                                uint64_t n_obs)
+{
+    char path[1024];
+    unit_fixture_path(path, sizeof path, fixture);
+    cfs_isolation iso = {.readers = 1, .keep_worker = true};
+    cfs_dataset *ds = NULL;
+    cfs_err err = {0};
+    CHECK(cfs_isolated_open(path, &iso, &ds, NULL, &err) == 0);
+    if (!ds)
+        return;
+    const char *first = cfs_embedding_first(ds);
+    CHECK(want_first ? first && strcmp(first, want_first) == 0 : first == NULL);
+    cfs_reader_stats stats = {0};
+    CHECK(cfs_isolated_stats(ds, &stats) && stats.opens == 1 && stats.requests == 0);
+    double got[64];
+    CHECK(n_obs <= 32 && read_embedding(ds, then_read, got, n_obs, &err) == 0);
+    CHECK(cfs_isolated_stats(ds, &stats) && stats.requests == 1);
+    cfs_isolated_let_go(ds);
+    cfs_dataset_free(ds);
+}
+
+/* The worker sends the values of the obsm entries the check reads, up to the first drawable
+ * one: X_umap, drawable, alone (X_const, after it, is not sent); with none drawable, the
+ * NaN-only X_nan, which the check reads before it passes over the dataframe and the sparse
+ * matrix without reading them. */
+static void values_sent_for_naming(void)
+{
+    naming_asks_nothing("h5ad/obsm_undrawable.h5ad", "X_umap", "X_const", 12);
+    naming_asks_nothing("h5ad/no_embedding.h5ad", NULL, "X_nan", 10);
+}
+
 void unit_isolate(void)
 {
     round_trip();
@@ -498,4 +534,5 @@ void unit_isolate(void)
     frames();
     pool_and_versions();
     kept_worker();
+    values_sent_for_naming();
 }
