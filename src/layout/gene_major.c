@@ -635,6 +635,8 @@ static int emit_range(sparse_engine *e, const buckets *bk, sort_ws *ws, size_t b
                  : cfs_err_setc(err, CFS_ENOMEM, "out of memory sorting a bucket");
     if (rc == 0)
         rc = load_runs(&bk->spill[b], ws, whole, g0 - base, g1 - base, rl, memory, &bytes, err);
+    if (rc == 0 && (whole || g1 == base + bk->width || g1 == e->n_vars))
+        cfs_spill_release(&bk->spill[b]);
     if (rc == 0)
         rc = sort_and_write(e, ws, bytes, n, rl, bk->counts + g0, g1 - g0, start,
                             (uint64_t)e->out_indptr[g0], err);

@@ -89,6 +89,13 @@ int cfs_spill_append(cfs_spill *s, const void *data, size_t len, cfs_err *err)
     return 0;
 }
 
+void cfs_spill_release(const cfs_spill *s)
+{
+    /* Nothing reads the file after this; if the truncation fails, the pages go at the close. */
+    if (s->fd >= 0 && ftruncate(s->fd, 0) < 0)
+        return;
+}
+
 void cfs_spill_close(cfs_spill *s)
 {
     if (s->fd >= 0)

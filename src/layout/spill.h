@@ -21,6 +21,9 @@ int cfs_spill_open(cfs_spill *s, const char *workdir, size_t buffer, cfs_err *er
 int cfs_spill_append(cfs_spill *s, const void *data, size_t len, cfs_err *err);
 int cfs_spill_flush(cfs_spill *s, cfs_err *err);
 void cfs_spill_close(cfs_spill *s);
+/* Frees the file's pages once it has been read for the last time (the descriptor stays, for
+ * cfs_spill_close): the pages the next writes need can come from them. */
+void cfs_spill_release(const cfs_spill *s);
 /* Removes the named spill files a killed process left in workdir; call it only while no other
  * process uses that folder (a mount holds its cache's lock). */
 void cfs_spill_sweep(const char *workdir);
