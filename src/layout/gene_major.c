@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "chunk_hint.h"
@@ -90,6 +91,18 @@ typedef struct sort_ws {
     size_t recs_cap, keys_cap, tmp_cap, out_cap;            /* bytes */
 } sort_ws;
 
+enum { HUGE_BUFFER = 4 << 20 };
+
+/* A sorter's buffers are tens of megabytes written all over (the scatter): huge pages, where
+ * the system gives them on request, spare most of the TLB misses and page faults. */
+static void want_huge_pages(void *p, size_t len)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + len) & ~(page - 1);
+    if (len >= HUGE_BUFFER && hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+}
+
 static int grow(void **p, size_t *cap, uint64_t want)
 {
     if (want <= *cap && *p)
@@ -97,6 +110,8 @@ static int grow(void **p, size_t *cap, uint64_t want)
     free(*p);
     *p = want <= SIZE_MAX ? malloc(want ? (size_t)want : 1) : NULL;
     *cap = *p ? (size_t)want : 0;
+    if (*p)
+        want_huge_pages(*p, *cap);
     return *p ? 0 : -1;
 }
 
