@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
+#include "bigmem.h"
 #include "chunk_hint.h"
 #include "parallel.h"
 #include "job.h"
@@ -91,27 +91,14 @@ typedef struct sort_ws {
     size_t recs_cap, keys_cap, tmp_cap, out_cap;            /* bytes */
 } sort_ws;
 
-enum { HUGE_BUFFER = 4 << 20 };
-
-/* A sorter's buffers are tens of megabytes written all over (the scatter): huge pages, where
- * the system gives them on request, spare most of the TLB misses and page faults. */
-static void want_huge_pages(void *p, size_t len)
-{
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + len) & ~(page - 1);
-    if (len >= HUGE_BUFFER && hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-}
-
 static int grow(void **p, size_t *cap, uint64_t want)
 {
     if (want <= *cap && *p)
         return 0;
     free(*p);
-    *p = want <= SIZE_MAX ? malloc(want ? (size_t)want : 1) : NULL;
+    /* A sorter's buffers are tens of megabytes written all over (the scatter). */
+    *p = want <= SIZE_MAX ? cfs_big_alloc((size_t)want) : NULL;
     *cap = *p ? (size_t)want : 0;
-    if (*p)
-        want_huge_pages(*p, *cap);
     return *p ? 0 : -1;
 }
 
@@ -394,9 +381,9 @@ static int spill_source(sparse_engine *e, buckets *b, const rec_layout *rl, cfs_
     cur.ptr = ptr;
     size_t isize = cfs_dtype_size(e->indices->dtype);
     uint64_t block = source_block(e, rl);
-    void *ibuf[2] = {malloc(block * isize), malloc(block * isize)};
-    void *vbuf[2] = {malloc(block * rl->vsize), malloc(block * rl->vsize)};
-    int64_t *minor = malloc(block * sizeof *minor);
+    void *ibuf[2] = {cfs_big_alloc(block * isize), cfs_big_alloc(block * isize)};
+    void *vbuf[2] = {cfs_big_alloc(block * rl->vsize), cfs_big_alloc(block * rl->vsize)};
+    int64_t *minor = cfs_big_alloc(block * sizeof *minor);
     uint32_t *bucket_of = malloc((e->n_vars ? e->n_vars : 1) * sizeof *bucket_of);
     cur.pos = cfs_perm_pos(e->perm);
     cur.bucket_of = bucket_of;
@@ -900,9 +887,16 @@ static int sparse_pass(sparse_engine *e, cfs_err *err)
     size_t buffer = (size_t)(e->opts.memory / 8 / b.n);
     if (buffer > (1u << 20))
         buffer = 1u << 20;
+    if (buffer == 0)
+        buffer = 1;
+    /* One slab for all the spill buffers: large enough for huge pages (bigmem.h). */
+    unsigned char *slab = cfs_big_alloc(buffer * b.n);
     size_t opened = 0;
+    if (!slab)
+        rc = cfs_err_oom(err);
     for (; rc == 0 && opened < b.n; opened++)
-        rc = cfs_spill_open(&b.spill[opened], e->workdir, buffer, err);
+        rc = cfs_spill_open_lent(&b.spill[opened], e->workdir, slab + opened * buffer, buffer,
+                                 err);
     if (rc == 0)
         rc = result_file(e->workdir, &e->index_fd, err);
     if (rc == 0)
@@ -912,10 +906,9 @@ static int sparse_pass(sparse_engine *e, cfs_err *err)
     if (rc == 0)
         indptr_landed(e, &b);
     /* The spill buffers are no longer needed: their memory goes to the sorters. */
-    for (size_t i = 0; i < opened; i++) {
-        free(b.spill[i].buf);
+    free(slab);
+    for (size_t i = 0; i < opened; i++)
         b.spill[i].buf = NULL;
-    }
     if (rc == 0)
         rc = emit_all(e, &b, &rl, err);
     for (size_t i = 0; i < opened; i++)

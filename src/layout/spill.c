@@ -35,19 +35,36 @@ static int anonymous_file(const char *workdir, cfs_err *err)
     return fd2;
 }
 
-int cfs_spill_open(cfs_spill *s, const char *workdir, size_t buffer, cfs_err *err)
+static int open_file(cfs_spill *s, const char *workdir, cfs_err *err)
 {
     memset(s, 0, sizeof *s);
     s->fd = anonymous_file(workdir, err);
-    if (s->fd < 0) {
-        s->fd = -1;
+    if (s->fd >= 0)
+        return 0;
+    s->fd = -1;
+    return -1;
+}
+
+int cfs_spill_open(cfs_spill *s, const char *workdir, size_t buffer, cfs_err *err)
+{
+    if (open_file(s, workdir, err) < 0)
         return -1;
-    }
     s->cap = buffer ? buffer : 1;
     if (!(s->buf = malloc(s->cap))) {
         cfs_spill_close(s);
         return cfs_err_oom(err);
     }
+    return 0;
+}
+
+int cfs_spill_open_lent(cfs_spill *s, const char *workdir, unsigned char *buf, size_t cap,
+                        cfs_err *err)
+{
+    if (open_file(s, workdir, err) < 0)
+        return -1;
+    s->buf = buf;
+    s->cap = cap;
+    s->lent = true;
     return 0;
 }
 
@@ -100,7 +117,8 @@ void cfs_spill_close(cfs_spill *s)
 {
     if (s->fd >= 0)
         close(s->fd);
-    free(s->buf);
+    if (!s->lent)
+        free(s->buf);
     s->fd = -1;
     s->buf = NULL;
 }

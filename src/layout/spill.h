@@ -4,6 +4,7 @@
 #ifndef CFS_SPILL_H
 #define CFS_SPILL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,9 +16,14 @@ typedef struct cfs_spill {
     unsigned char *buf;
     size_t cap, len;
     uint64_t size;          /* bytes written to the file so far */
+    bool lent;              /* buf is the caller's: cfs_spill_close leaves it */
 } cfs_spill;
 
 int cfs_spill_open(cfs_spill *s, const char *workdir, size_t buffer, cfs_err *err);
+/* The same with the caller's buffer of cap bytes (one slice of a slab for many spills), which
+ * stays the caller's to free, after the last flush. */
+int cfs_spill_open_lent(cfs_spill *s, const char *workdir, unsigned char *buf, size_t cap,
+                        cfs_err *err);
 int cfs_spill_append(cfs_spill *s, const void *data, size_t len, cfs_err *err);
 int cfs_spill_flush(cfs_spill *s, cfs_err *err);
 void cfs_spill_close(cfs_spill *s);

@@ -2,11 +2,13 @@
  * construction helpers that every reader shares. */
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "error.h"
 #include "model.h"
 #include "number.h"
@@ -324,6 +326,52 @@ static void test_model_construction(void)
     CHECK(freed == 1);
 }
 
+/* Whether the smaps entry holding addr says its pages may be huge; -1 if it cannot tell
+ * (no smaps, or a kernel without THP). */
+static int huge_eligible(const void *addr)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    bool inside = false;
+    int eligible = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            inside = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+        else if (inside && sscanf(line, "THPeligible: %d", &eligible) == 1)
+            break;
+    }
+    fclose(f);
+    return eligible;
+}
+
+/* A big buffer asks for huge pages, a small one does not (it shares the heap's pages). */
+static void test_big_alloc(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char mode[128] = "";
+    if (f) {
+        if (!fgets(mode, sizeof mode, f))
+            mode[0] = '\0';
+        fclose(f);
+    }
+    size_t len = CFS_BIGMEM_HUGE * 2;
+    unsigned char *big = cfs_big_alloc(len), *small = cfs_big_alloc(4096);
+    CHECK(big && small);
+    if (big && small) {
+        memset(big, 1, len);
+        memset(small, 1, 4096);
+        if (strstr(mode, "[madvise]")) {    /* where the advice is what decides */
+            CHECK(huge_eligible(big + len / 2) == 1);
+            CHECK(huge_eligible(small) == 0);
+        }
+    }
+    free(big);
+    free(small);
+}
+
 void unit_base(void)
 {
     test_error_status();
@@ -340,4 +388,5 @@ void unit_base(void)
     test_text_to_utf8();
     test_text_shown();
     test_model_construction();
+    test_big_alloc();
 }
