@@ -467,7 +467,7 @@ static void kept_worker(void)
     CHECK(!__atomic_load_n(&other.done, __ATOMIC_ACQUIRE));
     int8_t got[8];
     CHECK(first_codes(da, got, 8, &err) == 0);
-    float tsne[30][2];
+    double tsne[30][2];
     CHECK(read_embedding(da, "X_tsne", tsne, 30, &err) == 0);  /* not sent: X_umap draws */
     cfs_reader_stats stats = {0};
     CHECK(cfs_isolated_stats(da, &stats) && stats.opens == 1 && stats.requests == 2);
