@@ -612,7 +612,9 @@ def test_layout_work_counts_against_the_bound(cfs, mounts, big, tmp_path):
         assert c["max_bytes"] == bound and 0 < c["work_bytes"] <= bound, c
         assert c["work_dropped"] >= 1, c
     assert mon.peak <= bound, f"the cache folder and work files reached {mon.peak} bytes (bound {bound})"
-    assert mon.peak > 40 << 20, f"the work files were not seen ({mon.peak} bytes at most)"
+    # When the spill pass ends, its files (up to 28 of X's 47 MiB) are all there; from then on each
+    # is truncated once its bucket is sorted, while the results grow.
+    assert mon.peak > 24 << 20, f"the work files were not seen ({mon.peak} bytes at most)"
     assert m.status()["sources"][0]["state"] == "ready"
 
 
