@@ -21,8 +21,10 @@ DEBIAN_PACKAGES=(
     clang libclang-rt-14-dev
 )
 # Only for the tests: a single-node Ceph cluster with a RADOS Gateway (tests/rgw.py), the S3
-# server the object-storage export is tested against.
-TEST_DEBIAN_PACKAGES=(ceph-mon ceph-osd radosgw ceph-common)
+# server the object-storage export is tested against; R with SeuratObject, which writes some
+# R objects at test time (R's native binary format, a 40,000-cell Seurat object, split layers)
+# and reads them as the oracle (tests/test_rds.py).
+TEST_DEBIAN_PACKAGES=(ceph-mon ceph-osd radosgw ceph-common r-base-core r-cran-seuratobject)
 
 # Installs what of the Debian packages named (default DEBIAN_PACKAGES) is missing.
 deps() {

@@ -446,7 +446,8 @@ def big_seurat(tmp_path_factory):
     about 110 MB uncompressed, 40 MB as saveRDS writes it), written by R at test time with
     tests/fixtures/make_big_seurat.R, and R's reading of it (cells.csv, genes.csv)."""
     if not shutil.which("Rscript"):
-        pytest.skip("Rscript with SeuratObject is not installed (apt-get install r-cran-seurat)")
+        pytest.skip("Rscript with SeuratObject is not installed "
+                    "(apt-get install r-cran-seuratobject)")
     d = tmp_path_factory.mktemp("big_seurat")
     subprocess.run(["Rscript", str(FIXTURES_DIR / "make_big_seurat.R"), str(d / "big.rds"),
                     str(BIG_CELLS), str(BIG_GENES), str(d / "oracle")], check=True,
