@@ -34,6 +34,7 @@ int main(int argc, char **argv)
     run("isolate", unit_isolate);
     run("zarr input", unit_zarr_input);
     run("net", unit_net);
+    run("export", unit_export);
     printf("unit: %d passed, %d failed\n", unit_passed, unit_failed);
     return unit_failed != 0;
 }

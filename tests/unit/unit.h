@@ -34,6 +34,7 @@ void unit_rvectors(void);
 void unit_rdensejoin(void);
 void unit_isolate(void);
 void unit_net(void);
+void unit_export(void);
 
 /* Shared helpers (unit.c). */
 
