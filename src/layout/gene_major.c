@@ -479,8 +479,19 @@ static uint64_t index_runs(sort_ws *ws, uint64_t bytes, size_t rs)
 }
 
 /* Runs are visited in row order, each somewhere else in memory: the next ones are fetched
- * while this one is scattered. */
-enum { RUN_PREFETCH = 16 };
+ * while this one is scattered, in two steps, since a run is longer than a cache line (a csr
+ * row's part in one bucket: tens of records) and only its header says how long. A run's header
+ * is fetched RUN_PREFETCH runs ahead; half as far ahead, the header has come and the rest of
+ * the run is fetched. Fetching only the first line left the scatter waiting on the others (it
+ * took a third less time once they were fetched too). */
+enum { RUN_PREFETCH = 64 };
+
+static void prefetch_run(const unsigned char *run, size_t rs)
+{
+    const unsigned char *end = run + RUN_HEADER + (size_t)run_count(run) * rs;
+    for (uintptr_t line = ((uintptr_t)run | 63) + 1; line < (uintptr_t)end; line += 64)
+        __builtin_prefetch((const void *)line);
+}
 
 /*
  * Puts the n records of a bucket's runs (ws->recs, `bytes` long) in the result layout: the runs
@@ -504,6 +515,8 @@ static int sort_and_write(sparse_engine *e, sort_ws *ws, uint64_t bytes, uint64_
     for (uint64_t r = 0; r < nruns; r++) {
         if (r + RUN_PREFETCH < nruns)
             __builtin_prefetch(ws->recs + (ws->keys[r + RUN_PREFETCH] & UINT32_MAX));
+        if (r + RUN_PREFETCH / 2 < nruns)
+            prefetch_run(ws->recs + (ws->keys[r + RUN_PREFETCH / 2] & UINT32_MAX), rl->size);
         const unsigned char *p = ws->recs + (ws->keys[r] & UINT32_MAX);
         uint32_t j;
         memcpy(&j, p, 4);
