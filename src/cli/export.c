@@ -207,7 +207,9 @@ static void *chunk_worker(void *arg)
     return NULL;
 }
 
-static int write_chunks(const cfs_store *st, cfs_sink *sink, const char *root, cfs_err *err)
+/* writers: chunk writers at once; 0 for one a CPU. */
+static int write_chunks(const cfs_store *st, cfs_sink *sink, const char *root, int writers,
+                        cfs_err *err)
 {
     chunk_job job = {.st = st, .sink = sink, .root = root};
     job.next = calloc(st->nnodes ? st->nnodes : 1, sizeof *job.next);
@@ -218,7 +220,7 @@ static int write_chunks(const cfs_store *st, cfs_sink *sink, const char *root, c
         return cfs_err_oom(err);
     }
     pthread_mutex_init(&job.lock, NULL);
-    cfs_parallel_run(cfs_parallel_cpus(MAX_WORKERS), chunk_worker, &job);
+    cfs_parallel_run(writers > 0 ? writers : cfs_parallel_cpus(MAX_WORKERS), chunk_worker, &job);
     pthread_mutex_destroy(&job.lock);
     free(job.next);
     free(job.writing);
@@ -243,7 +245,8 @@ static void remove_tree(const char *path)
 }
 
 /* Writes every key of st below root/ in sink; what was written is discarded on error. */
-static int export_store_to(const cfs_store *st, cfs_sink *sink, const char *root, cfs_err *err)
+static int export_store_to(const cfs_store *st, cfs_sink *sink, const char *root, int writers,
+                           cfs_err *err)
 {
     int rc = sink->dir(sink, root, err);
     if (rc < 0)
@@ -253,16 +256,16 @@ static int export_store_to(const cfs_store *st, cfs_sink *sink, const char *root
     if (rc == 0)
         rc = write_doc(sink, root, ".zmetadata", cfs_store_zmetadata(st), err);
     if (rc == 0)
-        rc = write_chunks(st, sink, root, err);
+        rc = write_chunks(st, sink, root, writers, err);
     if (rc < 0)
         sink->discard(sink, root);
     return rc;
 }
 
-int cfs_export_store(const cfs_store *st, const char *dir, cfs_err *err)
+int cfs_export_store(const cfs_store *st, const char *dir, int writers, cfs_err *err)
 {
     folder_sink sink = folder_sink_at(NULL);
-    return export_store_to(st, &sink.base, dir, err);
+    return export_store_to(st, &sink.base, dir, writers, err);
 }
 
 /* Writes one prepared dataset's store into the staging folder; a failure refuses it. */
@@ -275,7 +278,7 @@ static void export_one(cfs_prepared *p, const cfs_options *opts, cfs_sink *sink)
     int rc = st && name ? 0 : -1;
     if (rc == 0) {
         sprintf(name, "%s.zarr", p->id);
-        rc = export_store_to(st, sink, name, &err);
+        rc = export_store_to(st, sink, name, 0, &err);
     }
     if (rc < 0) {
         char reason[sizeof err.msg + 64];

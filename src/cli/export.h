@@ -9,8 +9,9 @@
 #include "sink.h"
 #include "store.h"
 
-/* Writes every key of st below dir (which must not exist); nothing partial is left on error. */
-int cfs_export_store(const cfs_store *st, const char *dir, cfs_err *err);
+/* Writes every key of st below dir (which must not exist) with `writers` chunk writers at once
+ * (0: one a CPU, as an export does); nothing partial is left on error. */
+int cfs_export_store(const cfs_store *st, const char *dir, int writers, cfs_err *err);
 
 /*
  * Exports src (one input or a folder) into sink: every store, then datasets.json once they are
