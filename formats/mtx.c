@@ -600,7 +600,7 @@ static void part_free(void *ctx)
     free(p);
 }
 
-static const cfs_array_ops part_ops = {part_read, part_free, NULL, NULL};
+static const cfs_array_ops part_ops = {part_read, part_free, NULL, NULL, NULL};
 
 static cfs_array *part_array(cfs_mtx *m, enum part_kind kind, cfs_dtype t, uint64_t len)
 {

@@ -140,7 +140,7 @@ static void view_free(void *ctx)
     free(v);
 }
 
-static const cfs_array_ops view_ops = {view_read, view_free, NULL, NULL};
+static const cfs_array_ops view_ops = {view_read, view_free, NULL, NULL, NULL};
 
 cfs_array *cfs_view_new(cfs_view_kind kind, cfs_array *inner)
 {

@@ -340,7 +340,7 @@ static int h5_array_read_rows(const cfs_array *arr, const uint64_t *rows, uint64
 }
 
 static const cfs_array_ops h5_array_ops = {h5_array_read, h5_array_free,
-                                           h5_array_read_strings, h5_array_read_rows};
+                                           h5_array_read_strings, h5_array_read_rows, NULL};
 
 /* The dataset's shape, checked against the ceilings before anyone allocates from it. */
 static int dataset_shape(hid_t dset, const char *name, int *ndim, uint64_t *shape, cfs_err *err)

@@ -188,7 +188,7 @@ static int fields_read(const cfs_array *arr, const uint64_t *start, const uint64
     return rc;
 }
 
-static const cfs_array_ops fields_ops = {fields_read, fields_free, NULL, NULL};
+static const cfs_array_ops fields_ops = {fields_read, fields_free, NULL, NULL, NULL};
 
 /* The model dtype of member m of a compound type if it is a number (float16 read as float32),
  * else -1 with a reason. */

@@ -377,7 +377,7 @@ static void zr_free(void *ctx)
     free(a);
 }
 
-static const cfs_array_ops zr_ops = {zr_read, zr_free, NULL, NULL};
+static const cfs_array_ops zr_ops = {zr_read, zr_free, NULL, NULL, NULL};
 
 int zr_array_open(const zr_store *s, const char *rel, cfs_array **out, cfs_err *err)
 {

@@ -671,7 +671,7 @@ static void proxy_free(void *ctx)
 }
 
 static const cfs_array_ops proxy_ops = {proxy_read, proxy_free, proxy_read_strings,
-                                        proxy_read_rows};
+                                        proxy_read_rows, NULL};
 
 static void *make_proxy(void *maker, uint32_t id, const char *path)
 {

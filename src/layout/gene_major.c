@@ -1046,7 +1046,7 @@ static void result_free(void *ctx)
     free(r);
 }
 
-static const cfs_array_ops result_ops = {result_read, result_free, NULL, NULL};
+static const cfs_array_ops result_ops = {result_read, result_free, NULL, NULL, NULL};
 
 static cfs_array *result_array(sparse_engine *e, int which, cfs_dtype dtype, uint64_t len)
 {
@@ -1298,7 +1298,7 @@ static void dense_free_ctx(void *ctx)
     cfs_job_unref(&((dense_engine *)ctx)->job);
 }
 
-static const cfs_array_ops dense_ops = {dense_read, dense_free_ctx, NULL, NULL};
+static const cfs_array_ops dense_ops = {dense_read, dense_free_ctx, NULL, NULL, NULL};
 
 /* A dense engine over the 2-d array *slot, whose view replaces it; group 0: blocks of genes as
  * X's (cfs_hint_dense_block), else whole rows in a file of stored rows. */

@@ -315,7 +315,7 @@ static void part_free(void *ctx)
     free(p);
 }
 
-static const cfs_array_ops part_ops = {part_read, part_free, NULL, NULL};
+static const cfs_array_ops part_ops = {part_read, part_free, NULL, NULL, NULL};
 
 static cfs_array *part_array(sparse_job *job, int which, cfs_dtype dtype, const cfs_array *like)
 {

@@ -340,7 +340,7 @@ static void rows_free_ctx(void *ctx)
     cfs_job_unref(&((rows_view *)ctx)->job);
 }
 
-static const cfs_array_ops rows_ops = {rows_read, rows_free_ctx, rows_read_strings, NULL};
+static const cfs_array_ops rows_ops = {rows_read, rows_free_ctx, rows_read_strings, NULL, NULL};
 
 cfs_array *cfs_perm_rows(cfs_array *src, cfs_perm *perm)
 {

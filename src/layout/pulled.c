@@ -83,7 +83,7 @@ static void pulled_free(void *ctx)
     free(p);
 }
 
-static const cfs_array_ops pulled_ops = {pulled_read, pulled_free, NULL, NULL};
+static const cfs_array_ops pulled_ops = {pulled_read, pulled_free, NULL, NULL, NULL};
 
 static cfs_elem *pull(const cfs_dataset *ds, const cfs_modality *m, const cfs_elem *el)
 {

@@ -41,7 +41,7 @@ static void cast_free(void *ctx)
     cfs_array_unref(ctx);
 }
 
-static const cfs_array_ops cast_ops = {cast_read, cast_free, NULL, NULL};
+static const cfs_array_ops cast_ops = {cast_read, cast_free, NULL, NULL, NULL};
 
 static int cast_in_place(cfs_array **slot, cfs_dtype dtype, cfs_err *err)
 {

@@ -277,7 +277,7 @@ static void memory_free(void *ctx)
 }
 
 static const cfs_array_ops memory_ops = {memory_read, memory_free, memory_read_strings,
-                                         memory_read_rows};
+                                         memory_read_rows, NULL};
 
 cfs_array *cfs_array_from_memory(cfs_dtype dtype, int ndim, const uint64_t *shape, void *data)
 {

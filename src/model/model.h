@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "dtype.h"
 #include "error.h"
 
@@ -24,6 +25,23 @@ typedef struct cfs_field {
 } cfs_field;
 
 typedef struct cfs_array cfs_array;
+
+/*
+ * How a store encodes a chunk's packed values (docs/design.md §7, encoded results): the catalog
+ * gives the layout the renderer's codec this way, so that the layout can keep a matrix's chunks
+ * encoded as it makes them without knowing the store's format. id tells codecs apart: an array
+ * hands out an encoded chunk only to a renderer that asks for the same id.
+ */
+typedef struct cfs_chunk_codec {
+    int id;
+    /* Appends the encoded form of in[0..len) to out; typesize is one element's bytes. */
+    int (*encode)(int id, size_t typesize, const void *in, size_t len, cfs_buf *out,
+                  cfs_err *err);
+    /* Appends the decoded bytes of in[0..len) to out. */
+    int (*decode)(int id, const void *in, size_t len, cfs_buf *out, cfs_err *err);
+    /* The most bytes encode may append for len bytes in. */
+    size_t (*bound)(int id, size_t len);
+} cfs_chunk_codec;
 
 /* Strings freed together, one bump allocation each: where a string read for a consumer that
  * only looks at them puts its strings, packed, instead of one malloc a string. */
@@ -57,6 +75,11 @@ typedef struct cfs_array_ops {
      * (docs/design.md §7); cfs_array_read_rows reads arrays without it by blocks. */
     int (*read_rows)(const cfs_array *arr, const uint64_t *rows, uint64_t n, void *out,
                      cfs_strpool *pool, cfs_err *err);
+    /* Optional, 1-d numeric arrays: appends chunk idx of chunk_len elements (zero past the
+     * end), encoded by codec `codec_id`, to out when the array holds that chunk encoded
+     * already, and returns 1; returns 0 when it does not (the caller reads and encodes). */
+    int (*read_encoded)(const cfs_array *arr, uint64_t idx, uint64_t chunk_len, int codec_id,
+                        cfs_buf *out, cfs_err *err);
 } cfs_array_ops;
 
 struct cfs_array {

@@ -184,3 +184,46 @@ int cfs_codec_decode(cfs_codec_id id, const void *in, size_t len, cfs_buf *out, 
     }
     return cfs_err_set(err, "unknown codec");
 }
+
+size_t cfs_codec_bound(cfs_codec_id id, size_t len)
+{
+    switch (id) {
+    case CFS_CODEC_BLOSC_LZ4: return len + BLOSC_MAX_OVERHEAD;
+    case CFS_CODEC_ZSTD: return ZSTD_compressBound(len);
+    case CFS_CODEC_ZLIB:
+    case CFS_CODEC_GZIP:
+        /* zlib's deflateBound for the default window and memory level, plus a gzip header
+         * and trailer, plus the slack encode_deflate reserves. */
+        return len + (len >> 12) + (len >> 14) + (len >> 25) + 13 + 18 + 32;
+    case CFS_CODEC_NONE: break;
+    }
+    return len;
+}
+
+static int chunk_encode(int id, size_t typesize, const void *in, size_t len, cfs_buf *out,
+                        cfs_err *err)
+{
+    return cfs_codec_encode((cfs_codec_id)id, typesize, in, len, out, err);
+}
+
+static int chunk_decode(int id, const void *in, size_t len, cfs_buf *out, cfs_err *err)
+{
+    return cfs_codec_decode((cfs_codec_id)id, in, len, out, err);
+}
+
+static size_t chunk_bound(int id, size_t len)
+{
+    return cfs_codec_bound((cfs_codec_id)id, len);
+}
+
+const cfs_chunk_codec *cfs_codec_for_layout(cfs_codec_id id)
+{
+    static const cfs_chunk_codec codecs[] = {
+        {CFS_CODEC_BLOSC_LZ4, chunk_encode, chunk_decode, chunk_bound},
+        {CFS_CODEC_ZSTD, chunk_encode, chunk_decode, chunk_bound},
+        {CFS_CODEC_ZLIB, chunk_encode, chunk_decode, chunk_bound},
+        {CFS_CODEC_GZIP, chunk_encode, chunk_decode, chunk_bound},
+        {CFS_CODEC_NONE, chunk_encode, chunk_decode, chunk_bound},
+    };
+    return &codecs[id];
+}

@@ -7,6 +7,7 @@
 
 #include "buf.h"
 #include "error.h"
+#include "model.h"
 
 typedef enum cfs_codec_id {
     CFS_CODEC_BLOSC_LZ4, /* {"id":"blosc","cname":"lz4","clevel":5,"shuffle":1,"blocksize":0} */
@@ -26,5 +27,11 @@ int cfs_codec_encode(cfs_codec_id id, size_t typesize, const void *in, size_t le
                      cfs_err *err);
 /* Inverse of encode (used by tests and to verify cached entries). */
 int cfs_codec_decode(cfs_codec_id id, const void *in, size_t len, cfs_buf *out, cfs_err *err);
+
+/* The most bytes cfs_codec_encode appends for len bytes in. */
+size_t cfs_codec_bound(cfs_codec_id id, size_t len);
+/* The codec as the layout calls it (model.h), to keep a matrix's chunks encoded as it makes
+ * them (docs/design.md §7). */
+const cfs_chunk_codec *cfs_codec_for_layout(cfs_codec_id id);
 
 #endif

@@ -644,6 +644,21 @@ static int encode_values(const cfs_store_node *n, unsigned char *values, uint64_
     return cfs_codec_encode(n->codec, n->elem_size, values, nelems * n->elem_size, out, err);
 }
 
+/* A chunk the array holds encoded already, with this node's codec and chunk length (the layout's
+ * encoded results, docs/design.md §7): 1 when appended to out, 0 when the array has none. */
+static int take_encoded(const cfs_store_node *n, uint64_t idx, cfs_buf *out, cfs_err *err)
+{
+    const cfs_array *arr = n->arr;
+    if (n->ndim != 1 || arr->dtype == CFS_STRING || arr->dtype == CFS_COMPOUND ||
+        !arr->ops->read_encoded)
+        return 0;
+    size_t before = out->len;
+    int rc = arr->ops->read_encoded(arr, idx, n->chunks[0], (int)n->codec, out, err);
+    if (rc < 0)
+        out->len = before;
+    return rc;
+}
+
 int cfs_store_chunk(const cfs_store *st, const cfs_store_node *n, uint64_t idx, cfs_buf *out,
                     cfs_err *err)
 {
@@ -654,6 +669,9 @@ int cfs_store_chunk(const cfs_store *st, const cfs_store_node *n, uint64_t idx, 
         return cfs_buf_append(out, n->fixed, n->fixed_len) < 0 ? cfs_err_oom(err)
                                                               : 0;
     size_t before = out->len;
+    int kept = take_encoded(n, idx, out, err);
+    if (kept != 0)
+        return kept < 0 ? cfs_err_prefix(err, "%s", n->path) : 0;
     uint64_t nelems = 0;
     cfs_strpool *strings = NULL;
     unsigned char *values = read_chunk_values(n, idx, &nelems, &strings, err);

@@ -57,7 +57,7 @@ static int slow_read(const cfs_array *arr, const uint64_t *start, const uint64_t
     return 0;
 }
 
-static const cfs_array_ops slow_ops = {slow_read, NULL, NULL, NULL};
+static const cfs_array_ops slow_ops = {slow_read, NULL, NULL, NULL, NULL};
 
 /*
  * Chunks are handed out from an array nobody else is writing into while there is one (creating

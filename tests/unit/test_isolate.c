@@ -94,7 +94,7 @@ static int fake_read(const cfs_array *arr, const uint64_t *start, const uint64_t
     return cfs_err_set(err, "not read in this test");
 }
 
-static const cfs_array_ops fake_ops = {fake_read, free, NULL, NULL};
+static const cfs_array_ops fake_ops = {fake_read, free, NULL, NULL, NULL};
 
 static void *fake_make(void *maker, uint32_t id, const char *path)
 {

@@ -74,7 +74,7 @@ static void plain_free(void *ctx)
     cfs_array_unref(ctx);
 }
 
-static const cfs_array_ops plain_ops = {plain_read, plain_free, NULL, NULL};
+static const cfs_array_ops plain_ops = {plain_read, plain_free, NULL, NULL, NULL};
 
 /* Scattered rows, consecutive runs and rows far apart: the same values by the array's own
  * read_rows (memory) and by blocks, and far rows are not read together. */

@@ -186,6 +186,21 @@ static void test_codecs(void)
     cfs_codec_id id;
     CHECK(cfs_codec_parse("zstd", &id) == 0 && id == CFS_CODEC_ZSTD);
     CHECK(cfs_codec_parse("snappy", &id) < 0);
+    /* Incompressible bytes stay within the bound the layout reserves work space by. */
+    uint64_t x = 1;
+    unsigned char *noise = malloc(N);
+    for (int i = 0; i < N; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        noise[i] = (unsigned char)(x >> 56);
+    }
+    for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++)
+        for (size_t len = 0; len <= N; len += N / 4 + 1) {
+            cfs_buf b = {0};
+            CHECK(cfs_codec_encode(ids[k], 1, noise, len, &b, &err) == 0);
+            CHECK(b.len <= cfs_codec_bound(ids[k], len));
+            cfs_buf_free(&b);
+        }
+    free(noise);
     cfs_buf junk = {0};
     CHECK(cfs_codec_decode(CFS_CODEC_BLOSC_LZ4, "garbage-garbage-garbage", 23, &junk, &err) < 0);
     cfs_buf_free(&junk);
@@ -230,6 +245,66 @@ static void test_store_chunks(void)
     cfs_elem_free(root);
 }
 
+/* A 1-d array that holds chunk 1 encoded already (with zstd, 4 elements a chunk) and fails
+ * chunk 2. */
+static int kept_read(const cfs_array *arr, const uint64_t *start, const uint64_t *count,
+                     void *out, cfs_err *err)
+{
+    (void)arr;
+    (void)err;
+    for (uint64_t i = 0; i < count[0]; i++)
+        ((int32_t *)out)[i] = (int32_t)(start[0] + i);
+    return 0;
+}
+
+static int kept_encoded(const cfs_array *arr, uint64_t idx, uint64_t chunk_len, int codec_id,
+                        cfs_buf *out, cfs_err *err)
+{
+    (void)arr;
+    if (idx == 2)
+        return cfs_err_set(err, "no such work file");
+    if (idx != 1 || chunk_len != 4 || codec_id != CFS_CODEC_ZSTD)
+        return 0;
+    return cfs_buf_append(out, "KEPT", 4) < 0 ? cfs_err_oom(err) : 1;
+}
+
+static const cfs_array_ops kept_ops = {kept_read, NULL, NULL, NULL, kept_encoded};
+
+/* The renderer takes the chunks an array holds encoded as they are, encodes the others
+ * itself, and fails a chunk whose kept bytes cannot be read, naming it. */
+static void test_store_kept_chunks(void)
+{
+    uint64_t len = 10;
+    cfs_elem *root = cfs_elem_new(CFS_EL_ANNDATA, NULL);
+    cfs_elem *el = cfs_elem_new(CFS_EL_ARRAY, "v");
+    el->values = cfs_array_new(CFS_INT32, 1, &len, &kept_ops, NULL);
+    el->values->chunk_hint[0] = 4;
+    cfs_elem_add(root, el);
+    cfs_dataset ds = {.root = root};
+    cfs_store_opts opts = {CFS_CODEC_ZSTD};
+    cfs_err err;
+    cfs_store *st = cfs_store_new(&ds, &opts, &err);
+    CHECK(st && st->nnodes == 2 && st->nodes[1].nchunks == 3);
+    if (st && st->nnodes == 2 && st->nodes[1].nchunks == 3) {
+        cfs_store_node *n = &st->nodes[1];
+        cfs_buf b = {0}, dec = {0};
+        CHECK(cfs_store_chunk(st, n, 1, &b, &err) == 0);
+        CHECK(b.len == 4 && memcmp(b.data, "KEPT", 4) == 0);
+        cfs_buf_reset(&b);
+        CHECK(cfs_store_chunk(st, n, 0, &b, &err) == 0);
+        int32_t first[4] = {0, 1, 2, 3};
+        CHECK(cfs_codec_decode(CFS_CODEC_ZSTD, b.data, b.len, &dec, &err) == 0);
+        CHECK(dec.len == sizeof first && memcmp(dec.data, first, sizeof first) == 0);
+        cfs_buf_reset(&b);
+        CHECK(cfs_store_chunk(st, n, 2, &b, &err) < 0 && b.len == 0);
+        CHECK(strstr(err.msg, "v: ") && strstr(err.msg, "no such work file"));
+        cfs_buf_free(&b);
+        cfs_buf_free(&dec);
+    }
+    cfs_store_free(st);
+    cfs_elem_free(root);
+}
+
 void unit_zarr(void)
 {
     test_zarray_json();
@@ -238,4 +313,5 @@ void unit_zarr(void)
     test_level_chunks();
     test_codecs();
     test_store_chunks();
+    test_store_kept_chunks();
 }
