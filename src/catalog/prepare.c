@@ -144,6 +144,7 @@ static void open_one(cfs_prepared *p, const cfs_options *opts)
 {
     cfs_err err = {0};
     cfs_layout_opts layout = opts->layout;
+    layout.codec = cfs_codec_for_layout(opts->codec);
     /* A part's progress is named by its source: status.json names the part beside it. */
     const char *shown = opts->shown_root ? cfs_path_shown(opts->shown_root, p->source)
                                          : p->source;

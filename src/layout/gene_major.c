@@ -10,6 +10,7 @@
 #include "chunk_hint.h"
 #include "parallel.h"
 #include "job.h"
+#include "kept_chunks.h"
 #include "schedule.h"
 #include "sparse_index.h"
 #include "spill.h"
@@ -30,7 +31,8 @@ typedef struct sparse_engine {
     unsigned test_delay_ms;                 /* CFS_LAYOUT_DELAY_ENV: each bucket waits this long */
     /* results */
     int64_t *out_indptr;                    /* n_vars + 1 */
-    int data_fd, index_fd;                  /* nnz values / nnz row indices */
+    cfs_kept_chunks kept[2];                /* nnz values, nnz row indices */
+    uint64_t chunk_len[2];                  /* the store's chunk of each (their hints) */
     uint64_t result_bytes;                  /* held in opts.space while the results live */
     /* Under the job's lock, while the pass runs: what readers may read already (§7). */
     bool indptr_ready;                      /* out_indptr is complete (the spill has ended) */
@@ -89,6 +91,7 @@ typedef struct sort_ws {
     uint64_t *keys, *tmp;   /* per run: stored row << 32 | where it starts in recs */
     unsigned char *out;     /* the bucket's row indices, then its values */
     size_t recs_cap, keys_cap, tmp_cap, out_cap;            /* bytes */
+    cfs_kept_writer kept[2];                                /* values, row indices */
 } sort_ws;
 
 static int grow(void **p, size_t *cap, uint64_t want)
@@ -108,6 +111,8 @@ static void workspace_free(sort_ws *ws)
     free(ws->keys);
     free(ws->tmp);
     free(ws->out);
+    cfs_kept_writer_free(&ws->kept[0]);
+    cfs_kept_writer_free(&ws->kept[1]);
 }
 
 static int workspace(sort_ws *ws, uint64_t recs_bytes, uint64_t runs, uint64_t n, size_t outsize)
@@ -536,8 +541,8 @@ static int sort_and_write(sparse_engine *e, sort_ws *ws, uint64_t bytes, uint64_
                 memcpy(val + k * vsize, p + rl->gsize, vsize);
         }
     }
-    if (cfs_pwrite_full(e->index_fd, ind, n * isize, first * isize, err) < 0 ||
-        cfs_pwrite_full(e->data_fd, val, n * vsize, first * vsize, err) < 0)
+    if (cfs_kept_write(&e->kept[1], &ws->kept[1], ind, first, n, err) < 0 ||
+        cfs_kept_write(&e->kept[0], &ws->kept[0], val, first, n, err) < 0)
         return -1;
     return 0;
 }
@@ -783,13 +788,8 @@ static int hold_results(const cfs_engine_opts *o, cfs_job *job, cfs_err *err)
 
 static int result_file(const char *workdir, int *fd, cfs_err *err)
 {
-    cfs_spill s;
-    if (cfs_spill_open(&s, workdir, 1, err) < 0)
-        return -1;
-    *fd = s.fd;
-    s.fd = -1;
-    cfs_spill_close(&s);
-    return 0;
+    *fd = cfs_spill_file(workdir, err);
+    return *fd < 0 ? -1 : 0;
 }
 
 /* The results go (a failed run's, or a finished job's to make room): a later run starts from
@@ -798,11 +798,8 @@ static void release_results(sparse_engine *e)
 {
     cfs_space_release(e->opts.space, e->result_bytes);
     e->result_bytes = 0;
-    if (e->data_fd >= 0)
-        close(e->data_fd);
-    if (e->index_fd >= 0)
-        close(e->index_fd);
-    e->data_fd = e->index_fd = -1;
+    cfs_kept_close(&e->kept[0]);
+    cfs_kept_close(&e->kept[1]);
     free(e->out_indptr);
     e->out_indptr = NULL;
     e->indptr_ready = false;
@@ -876,7 +873,9 @@ static int sparse_pass(sparse_engine *e, cfs_err *err)
         rl.size = 2 + vsize;
     }
     uint64_t spill_bytes = spill_bound(e, &b, &rl);
-    uint64_t result_bytes = e->nnz * (rl.vsize + cfs_dtype_size(e->out_index));
+    size_t isize = cfs_dtype_size(e->out_index);
+    uint64_t result_bytes = cfs_kept_bound(e->opts.codec, vsize, e->nnz, e->chunk_len[0]) +
+                            cfs_kept_bound(e->opts.codec, isize, e->nnz, e->chunk_len[1]);
     int rc = reserve_work(&e->opts, e->label, spill_bytes + result_bytes, err);
     if (rc < 0)
         return rc;
@@ -911,9 +910,11 @@ static int sparse_pass(sparse_engine *e, cfs_err *err)
         rc = cfs_spill_open_lent(&b.spill[opened], e->workdir, slab + opened * buffer, buffer,
                                  err);
     if (rc == 0)
-        rc = result_file(e->workdir, &e->index_fd, err);
+        rc = cfs_kept_open(&e->kept[0], e->workdir, e->opts.codec, vsize, e->nnz,
+                           e->chunk_len[0], err);
     if (rc == 0)
-        rc = result_file(e->workdir, &e->data_fd, err);
+        rc = cfs_kept_open(&e->kept[1], e->workdir, e->opts.codec, isize, e->nnz,
+                           e->chunk_len[1], err);
     if (rc == 0)
         rc = spill_source(e, &b, &rl, err);
     if (rc == 0)
@@ -1027,14 +1028,31 @@ static int result_read(const cfs_array *arr, const uint64_t *start, const uint64
     result_part part = {r->which, start[0], count[0]};
     if (cfs_job_acquire_part(&e->job, &part, err) < 0)
         return -1;
-    size_t esize = cfs_dtype_size(arr->dtype);
     int rc = 0;
     if (r->which == 2)
         for (uint64_t k = 0; k < count[0]; k++)
             cfs_int_set(arr->dtype, out, k, e->out_indptr[start[0] + k]);
     else
-        rc = cfs_pread_full(r->which == 0 ? e->data_fd : e->index_fd, out, count[0] * esize,
-                            start[0] * esize, err);
+        rc = cfs_kept_read(&e->kept[r->which], start[0], count[0], out, err);
+    cfs_job_done(&e->job);
+    return rc;
+}
+
+/* The store's chunk as the pass kept it, encoded (kept_chunks.h). */
+static int result_encoded(const cfs_array *arr, uint64_t idx, uint64_t chunk_len, int codec_id,
+                          cfs_buf *out, cfs_err *err)
+{
+    sparse_result *r = arr->ctx;
+    sparse_engine *e = r->engine;
+    if (r->which == 2 || chunk_len == 0 || chunk_len != e->chunk_len[r->which] ||
+        !e->opts.codec || codec_id != e->opts.codec->id ||
+        idx >= (e->nnz + chunk_len - 1) / chunk_len)
+        return 0;
+    uint64_t start = idx * chunk_len;
+    result_part part = {r->which, start, e->nnz - start < chunk_len ? e->nnz - start : chunk_len};
+    if (cfs_job_acquire_part(&e->job, &part, err) < 0)
+        return -1;
+    int rc = cfs_kept_encoded(&e->kept[r->which], idx, chunk_len, codec_id, out, err);
     cfs_job_done(&e->job);
     return rc;
 }
@@ -1046,7 +1064,7 @@ static void result_free(void *ctx)
     free(r);
 }
 
-static const cfs_array_ops result_ops = {result_read, result_free, NULL, NULL, NULL};
+static const cfs_array_ops result_ops = {result_read, result_free, NULL, NULL, result_encoded};
 
 static cfs_array *result_array(sparse_engine *e, int which, cfs_dtype dtype, uint64_t len)
 {
@@ -1086,7 +1104,8 @@ int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o
     e->opts = *o;
     e->workdir = strdup(o->workdir);
     e->label = strdup(label);
-    e->data_fd = e->index_fd = -1;
+    cfs_kept_init(&e->kept[0]);
+    cfs_kept_init(&e->kept[1]);
     e->out_index = cfs_sparse_index_dtype(e->nnz, e->n_obs);
     cfs_array *d = result_array(e, 0, el->values->dtype, e->nnz);
     cfs_array *i = result_array(e, 1, e->out_index, e->nnz);
@@ -1103,6 +1122,9 @@ int cfs_gene_major_sparse(cfs_elem *el, cfs_perm *perm, const cfs_engine_opts *o
     uint64_t gene = el->sparse_shape[1] ? i->shape[0] / el->sparse_shape[1] : i->shape[0];
     cfs_hint_ranges(d, gene, vsize > isize ? vsize : isize);
     cfs_hint_ranges(i, gene, vsize > isize ? vsize : isize);
+    /* No hint: the whole array is one chunk (it fits the renderer's whole-array rule). */
+    e->chunk_len[0] = d->chunk_hint[0] ? d->chunk_hint[0] : e->nnz;
+    e->chunk_len[1] = i->chunk_hint[0] ? i->chunk_hint[0] : e->nnz;
     cfs_array_unref(el->values);
     cfs_array_unref(el->aux);
     cfs_array_unref(el->indptr);

@@ -24,6 +24,7 @@ typedef struct cfs_engine_opts {
     const char *workdir;        /* where spill and result files go (unlinked at creation) */
     cfs_space *space;           /* the bound their bytes count against; NULL: none */
     cfs_progress *progress;     /* where a long job reports; may be NULL */
+    const cfs_chunk_codec *codec; /* sparse results are kept in chunks it encodes; may be NULL */
 } cfs_engine_opts;
 
 /* Rewrites a sparse (csr or csc) cells x genes element in place into csc_matrix with rows in

@@ -260,7 +260,8 @@ static int apply_priority(cfs_dataset *ds, const cfs_layout_opts *opts, cfs_err 
     cfs_perm *perm = opts->source_ordered ? cfs_perm_identity(ds->n_obs)
                                           : cfs_perm_new(ds->n_obs, opts->seed);
     layout L = {ds->root, perm,
-                {opts->memory, opts->workdir, opts->space, opts->progress}, err, "", NULL};
+                {opts->memory, opts->workdir, opts->space, opts->progress, opts->codec},
+                err, "", NULL};
     if (!L.perm)
         return cfs_err_setc(err, CFS_ENOMEM, "out of memory ordering %llu cells",
                            (unsigned long long)ds->n_obs);

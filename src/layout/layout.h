@@ -32,6 +32,9 @@ typedef struct cfs_layout_opts {
     cfs_space *space;           /* what the work files' bytes count against; NULL: nothing */
     FILE *log;                  /* long jobs' progress lines; NULL: none */
     cfs_progress *progress;     /* the dataset's progress, set by cfs_prepare; may be NULL */
+    /* The store's codec: the expression matrices' chunks are kept encoded as the pass makes
+     * them (docs/design.md §7). NULL: their values are kept as they are. */
+    const cfs_chunk_codec *codec;
 } cfs_layout_opts;
 
 #define CFS_LAYOUT_DEFAULT_MEMORY (UINT64_C(512) << 20)

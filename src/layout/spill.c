@@ -35,6 +35,11 @@ static int anonymous_file(const char *workdir, cfs_err *err)
     return fd2;
 }
 
+int cfs_spill_file(const char *workdir, cfs_err *err)
+{
+    return anonymous_file(workdir, err);
+}
+
 static int open_file(cfs_spill *s, const char *workdir, cfs_err *err)
 {
     memset(s, 0, sizeof *s);

@@ -20,6 +20,8 @@ typedef struct cfs_spill {
 } cfs_spill;
 
 int cfs_spill_open(cfs_spill *s, const char *workdir, size_t buffer, cfs_err *err);
+/* An anonymous work file written and read with pwrite and pread only: its descriptor. */
+int cfs_spill_file(const char *workdir, cfs_err *err);
 /* The same with the caller's buffer of cap bytes (one slice of a slab for many spills), which
  * stays the caller's to free, after the last flush. */
 int cfs_spill_open_lent(cfs_spill *s, const char *workdir, unsigned char *buf, size_t cap,

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "codec.h"
 #include "gene_major.h"
 #include "job.h"
 #include "model.h"
@@ -213,7 +214,8 @@ static int by_gene_then_row(const void *pa, const void *pb)
 
 /* The engine's result against the plain way: (gene, stored row, source position) triples,
  * qsort, and indptr counted. */
-static bool gene_major_matches(const random_sparse *r, uint64_t memory)
+static bool gene_major_matches_with(const random_sparse *r, uint64_t memory,
+                                    const cfs_chunk_codec *codec)
 {
     uint64_t nnz;
     cfs_elem *el = random_sparse_elem(r, &nnz);
@@ -235,7 +237,7 @@ static bool gene_major_matches(const random_sparse *r, uint64_t memory)
             want[3 * k + 2] = (uint64_t)k;
         }
     qsort(want, nnz, 3 * sizeof *want, by_gene_then_row);
-    cfs_engine_opts o = {.memory = memory, .workdir = "/tmp"};
+    cfs_engine_opts o = {.memory = memory, .workdir = "/tmp", .codec = codec};
     ok = ok && cfs_gene_major_sparse(el, perm, &o, "X", &err) == 0;
     /* The results' index dtype is the engine's choice: read as int64. */
     void *optr = malloc((r->g + 1) * sizeof(int64_t));
@@ -262,6 +264,13 @@ static bool gene_major_matches(const random_sparse *r, uint64_t memory)
     cfs_perm_unref(perm);
     cfs_elem_free(el);
     return ok;
+}
+
+/* Results kept raw (no codec) and as the store's chunks (kept_chunks.h), read back by ranges. */
+static bool gene_major_matches(const random_sparse *r, uint64_t memory)
+{
+    return gene_major_matches_with(r, memory, NULL) &&
+           gene_major_matches_with(r, memory, cfs_codec_for_layout(CFS_CODEC_BLOSC_LZ4));
 }
 
 /* The engine's paths, each against the plain way: a bucket over its sorter's share, sorted in
@@ -293,6 +302,80 @@ static void test_gene_major_paths(void)
     random_sparse huge_row = {.n = 10, .g = 600000, .per_major = 10, .csr = true,
                               .dense_row = 70000, .seed = 6};
     CHECK(gene_major_matches(&huge_row, 32u << 20));
+}
+
+/* Compares each chunk of arr (chunk_len entries) the pass kept encoded with the codec's encoding
+ * of the values read back, zero past the end; counts the chunks kept encoded and those left
+ * raw (shared by two sorted ranges), which a renderer encodes itself. */
+static bool kept_chunks_right(cfs_array *arr, uint64_t nnz, uint64_t len, cfs_codec_id codec,
+                              unsigned *kept, unsigned *left)
+{
+    size_t es = cfs_dtype_size(arr->dtype);
+    unsigned char *vals = malloc(len * es);
+    bool ok = vals != NULL;
+    cfs_err err;
+    for (uint64_t j = 0; ok && j * len < nnz; j++) {
+        cfs_buf got = {0}, want = {0};
+        uint64_t st[1] = {j * len}, n[1] = {nnz - j * len < len ? nnz - j * len : len};
+        memset(vals, 0, len * es);
+        int rc = arr->ops->read_encoded(arr, j, len, (int)codec, &got, &err);
+        ok = rc >= 0 && cfs_array_read(arr, st, n, vals, &err) == 0 &&
+             cfs_codec_encode(codec, es, vals, len * es, &want, &err) == 0;
+        if (ok && rc == 1)
+            ok = got.len == want.len && memcmp(got.data, want.data, got.len) == 0;
+        *(rc == 1 ? kept : left) += 1;
+        cfs_buf_free(&got);
+        cfs_buf_free(&want);
+    }
+    /* Asked with another codec or chunk length, the array has none: the renderer encodes. */
+    cfs_buf other = {0};
+    ok = ok && arr->ops->read_encoded(arr, 0, len, (int)(codec + 1) % 5, &other, &err) == 0 &&
+         arr->ops->read_encoded(arr, 0, len * 2, (int)codec, &other, &err) == 0 &&
+         other.len == 0;
+    free(vals);
+    return ok;
+}
+
+/* The pass keeps the store's chunks (kept_chunks.h) with every codec: each chunk lying in one
+ * sorted range is the renderer's encoding of its values, the last one zero padded; the chunks
+ * two ranges share (here about half: buckets of few genes) are left raw and read back right. */
+static void test_gene_major_kept_chunks(void)
+{
+    random_sparse r = {.n = 3000, .g = 400, .per_major = 60, .csr = true, .skew = true,
+                       .seed = 8};
+    cfs_codec_id codecs[] = {CFS_CODEC_BLOSC_LZ4, CFS_CODEC_ZSTD, CFS_CODEC_ZLIB,
+                             CFS_CODEC_GZIP, CFS_CODEC_NONE};
+    for (size_t c = 0; c < sizeof codecs / sizeof codecs[0]; c++) {
+        uint64_t nnz;
+        cfs_elem *el = random_sparse_elem(&r, &nnz);
+        cfs_perm *perm = cfs_perm_new(r.n, 7);
+        cfs_engine_opts o = {.memory = c == 0 ? 1u << 20 : 4u << 20, .workdir = "/tmp",
+                             .codec = cfs_codec_for_layout(codecs[c])};
+        cfs_err err;
+        CHECK(cfs_gene_major_sparse(el, perm, &o, "X", &err) == 0);
+        unsigned kept = 0, left = 0;
+        uint64_t len = el->values->chunk_hint[0];
+        CHECK(len > 0 && len < nnz / 8 && el->aux->chunk_hint[0] == len);
+        CHECK(kept_chunks_right(el->values, nnz, len, codecs[c], &kept, &left));
+        CHECK(kept_chunks_right(el->aux, nnz, len, codecs[c], &kept, &left));
+        CHECK(kept > 0 && left > 0);
+        cfs_perm_unref(perm);
+        cfs_elem_free(el);
+    }
+    /* No hint: the whole array is the store's one chunk, and one sorted range keeps it. */
+    random_sparse tiny = {.n = 30, .g = 20, .per_major = 5, .csr = true, .seed = 9};
+    uint64_t nnz;
+    cfs_elem *el = random_sparse_elem(&tiny, &nnz);
+    cfs_perm *perm = cfs_perm_new(tiny.n, 7);
+    cfs_engine_opts o = {.memory = 4u << 20, .workdir = "/tmp",
+                         .codec = cfs_codec_for_layout(CFS_CODEC_BLOSC_LZ4)};
+    cfs_err err;
+    unsigned kept = 0, left = 0;
+    CHECK(cfs_gene_major_sparse(el, perm, &o, "X", &err) == 0 && el->values->chunk_hint[0] == 0);
+    CHECK(kept_chunks_right(el->values, nnz, nnz, CFS_CODEC_BLOSC_LZ4, &kept, &left));
+    CHECK(kept == 1 && left == 0);
+    cfs_perm_unref(perm);
+    cfs_elem_free(el);
 }
 
 /* One index dtype per sparse matrix: the boundaries of the rule, and a csr element whose
@@ -774,6 +857,7 @@ void unit_layout(void)
     test_perm_pos();
     test_gene_major_sparse();
     test_gene_major_paths();
+    test_gene_major_kept_chunks();
     test_sparse_index_dtype();
     test_gene_major_space();
     test_schedule();
