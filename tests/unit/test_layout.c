@@ -851,6 +851,67 @@ static void test_spill_lent(void)
     unit_remove_folder(dir);
 }
 
+/* The files this process holds open under dir, unlinked (the engine's work files): how many
+ * are empty, how many hold bytes. */
+static void count_work_files(const char *dir, unsigned *empty, unsigned *full)
+{
+    *empty = *full = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    size_t dlen = strlen(dir);
+    while (d && (de = readdir(d))) {
+        char link[300], target[4096];
+        snprintf(link, sizeof link, "/proc/self/fd/%s", de->d_name);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        struct stat st;
+        if (n <= 0 || strncmp(target, dir, dlen) != 0 || target[dlen] != '/')
+            continue;
+        target[n] = '\0';
+        if (!strstr(target, " (deleted)") || stat(link, &st) != 0)
+            continue;
+        *(st.st_size == 0 ? empty : full) += 1;
+    }
+    if (d)
+        closedir(d);
+}
+
+/* A bucket's spill file is emptied once the bucket is sorted, while the others wait their turn
+ * (the test hook holds each sorter before a bucket); when the pass ends only the results hold
+ * bytes. */
+static void test_spill_emptied_per_bucket(void)
+{
+    char tmpl[] = "/tmp/cfs-unit-work-XXXXXX";
+    char *dir = unit_temp_dir(tmpl);
+    if (!dir)
+        return;
+    random_sparse r = {.n = 5000, .g = 1000, .per_major = 50, .csr = true, .seed = 10};
+    uint64_t nnz;
+    cfs_elem *el = random_sparse_elem(&r, &nnz);
+    cfs_perm *perm = cfs_perm_new(r.n, 7);
+    cfs_engine_opts o = {.memory = 4u << 20, .workdir = dir};
+    cfs_err err;
+    setenv(CFS_LAYOUT_DELAY_ENV, "150", 1);
+    CHECK(cfs_gene_major_sparse(el, perm, &o, "X", &err) == 0);
+    unsetenv(CFS_LAYOUT_DELAY_ENV);
+    int32_t ptr[2];
+    float *vals = malloc(nnz * sizeof *vals);
+    uint64_t z[1] = {0}, two[1] = {2}, all[1] = {nnz};
+    CHECK(vals && cfs_array_read(el->indptr, z, two, ptr, &err) == 0);
+    uint64_t first[1] = {(uint64_t)ptr[0]}, gene[1] = {(uint64_t)(ptr[1] - ptr[0])};
+    unsigned empty, full;
+    /* The first gene's bucket is sorted first; two sorters, each held 150 ms a bucket. */
+    CHECK(cfs_array_read(el->values, first, gene, vals, &err) == 0);
+    count_work_files(dir, &empty, &full);
+    CHECK(empty >= 1 && full >= 10);
+    CHECK(cfs_array_read(el->values, z, all, vals, &err) == 0);
+    count_work_files(dir, &empty, &full);
+    CHECK(full == 2);   /* the values and the row indices; spill files empty or closed */
+    free(vals);
+    cfs_perm_unref(perm);
+    cfs_elem_free(el);
+    unit_remove_folder(dir);
+}
+
 void unit_layout(void)
 {
     test_priority();
@@ -864,4 +925,5 @@ void unit_layout(void)
     test_job_parts();
     test_spill_names();
     test_spill_lent();
+    test_spill_emptied_per_bucket();
 }
