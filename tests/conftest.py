@@ -120,9 +120,10 @@ def mounted(mnt):
     return False
 
 
-def run_cfs(cfs_path, *args, timeout=TIMEOUT, mem_limit=None, cwd=None):
+def run_cfs(cfs_path, *args, timeout=TIMEOUT, mem_limit=None, cwd=None, env=None):
     """Runs the binary; returns CompletedProcess with text stdout/stderr. mem_limit (bytes) caps
-    the address space (unset it with CELLUCID_FS_NO_RLIMIT=1, e.g. for sanitizer builds)."""
+    the address space (unset it with CELLUCID_FS_NO_RLIMIT=1, e.g. for sanitizer builds); env
+    replaces the environment."""
     pre = None
     if mem_limit and not os.environ.get("CELLUCID_FS_NO_RLIMIT"):
         pre = _limit_memory(mem_limit)
@@ -135,6 +136,7 @@ def run_cfs(cfs_path, *args, timeout=TIMEOUT, mem_limit=None, cwd=None):
             timeout=timeout,
             preexec_fn=pre,
             cwd=cwd,
+            env=env,
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"cellucid-fs {' '.join(map(str, args))} did not finish in {timeout} s", pytrace=False)

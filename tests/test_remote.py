@@ -691,9 +691,14 @@ def test_export_of_matrixmarket_url_equals_local_export(cfs, served, tmp_path, f
 def test_inspect_of_matrixmarket_url(cfs, served, tmp_path):
     root, n = served
     shutil.copytree(FIXTURES_DIR / "mtx/geo", root / "geo")
-    r = run_cfs(cfs, "inspect", "--json", n.url("geo/GSM100002_treated_matrix.mtx.gz"))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = run_cfs(cfs, "inspect", "--json", n.url("geo/GSM100002_treated_matrix.mtx.gz"),
+                env={**os.environ, "TMPDIR": str(tmp)})
     l = run_cfs(cfs, "inspect", "--json", FIXTURES_DIR / "mtx/geo/GSM100002_treated_matrix.mtx.gz")
     assert r.returncode == l.returncode == 0, describe(r) + describe(l)
+    # its fetched copy (a folder: the matrix with the files beside it) is removed again
+    assert list(tmp.iterdir()) == []
     got, want = json.loads(r.stdout)["files"][0], json.loads(l.stdout)["files"][0]
     assert got["refused"] is None, got
     for k in ("format", "version", "n_obs", "n_vars", "X", "obs", "var"):

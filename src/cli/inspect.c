@@ -237,7 +237,7 @@ static void close_input(const char *tmpdir)
             continue;
         char path[8192];
         snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
-        unlink(path);
+        cfs_unpacked_remove(path);    /* a URL's copy with the files beside it is a folder */
     }
     if (d)
         closedir(d);
