@@ -31,7 +31,9 @@ Figures:
       one keep-alive connection, one request at a time, (b6) on 6 connections at once (a
       browser's per-host limit), (bp) on one connection with every request sent at once (HTTP/1.1
       pipelining, as an HTTP/2 client multiplexes); median of --passes passes. Ratio after /
-      before, target <= 1.2.
+      before, target <= 1.2. Then (b1) and (bp) again from nginx on the export (the same chunk
+      files on the work folder's own filesystem, no FUSE): what the chunk count costs over HTTP
+      by itself, after / before, and the mount against those plain files.
   (c) one gene over HTTP, from nginx on the export of the gene input: for --read-genes (50) genes
       spread over the gene axis, X/indptr's chunk(s), then every chunk of X/data and X/indices
       that the gene's range touches. Bytes fetched (data + indices) against that range's share of
@@ -189,6 +191,23 @@ def pipelined_pass(port, store_id, keys):
     return dt
 
 
+def plain_files(args, side, tag, out, work, store_id, keys):
+    """(b) again on the export: the same chunk files served by nginx from the work folder's own
+    filesystem, no FUSE. What a column's chunk count costs over HTTP by itself."""
+    nginx = bm.nginx_on(out, work / f"nginx-plain-{tag}")
+    try:
+        fetch_pass(nginx.port, store_id, keys, 1)
+        b1 = statistics.median(fetch_pass(nginx.port, store_id, keys, 1) for _ in range(args.passes))
+        bp = statistics.median(pipelined_pass(nginx.port, store_id, keys) for _ in range(args.passes))
+        per = {a: statistics.median(pipelined_pass(nginx.port, store_id, [k for k in keys if k.startswith(a + "/")])
+                                    for _ in range(args.passes)) for a in WHOLE_ARRAYS}
+    finally:
+        nginx.stop()
+    log(f"  {side} {tag} the same from the export's plain files: 1 connection {b1 * 1e3:.1f} ms, pipelined "
+        f"{bp * 1e3:.1f} ms (" + ", ".join(f"{a} {v * 1e3:.1f}" for a, v in per.items()) + ")")
+    return {"b1": b1, "bp": bp, "per_array": per}
+
+
 def views(args, side, binary, src, work, tag):
     """(a), (a2) and (b) for one binary on one input: medians."""
     out = work / f"export-{tag}"
@@ -222,9 +241,10 @@ def views(args, side, binary, src, work, tag):
     nginx.stop()
     if m.stop():
         raise RuntimeError("unclean unmount")
+    plain = plain_files(args, side, tag, out, work, store_id, keys)
     med = {k: statistics.median(r[k] for r in runs) for k in ("mounted", "view", "view_with_mount", "whole")}
     med.update(b1=b1, b6=b6, bp=bp, per_array=per, files=len(keys), bytes=nbytes, view_files=runs[0]["view_files"],
-               runs=[round(r["view"], 4) for r in runs])
+               runs=[round(r["view"], 4) for r in runs], plain=plain)
     shutil.rmtree(out, ignore_errors=True)
     return med
 
@@ -467,6 +487,21 @@ def report(args, binaries, view, genes, first=None):
                 rows.append((f"(b) warm whole columns at {n}, {label}: after / before",
                              f"{ms(a[k])} ({a['files']} files)", f"{ms(b[k])} ({b['files']} files)",
                              f"{r:.2f}", "<= 1.2", r <= 1.2))
+            for k, label in (("b1", "1 connection"), ("bp", "pipelined")):
+                r = a["plain"][k] / b["plain"][k]
+                rows.append((f"(b) the same from plain files (the exports, no FUSE) at {n}, {label}: after / before",
+                             ms(a["plain"][k]), ms(b["plain"][k]), f"{r:.2f}", "-", True))
+            for arr in WHOLE_ARRAYS:
+                r = a["plain"]["per_array"][arr] / b["plain"]["per_array"][arr]
+                rows.append((f"(b) plain files at {n}, pipelined, {arr}: after / before",
+                             ms(a["plain"]["per_array"][arr]), ms(b["plain"]["per_array"][arr]), f"{r:.2f}", "-", True))
+    for side in sides if view else ():
+        for tag, n in (("small", args.small), ("large", args.large)):
+            v = view[(side, tag)]
+            for k, label in (("b1", "1 connection"), ("bp", "pipelined")):
+                r = v[k] / v["plain"][k]
+                rows.append((f"(b) warm whole columns at {n}, {label}, {side}: mount / plain files",
+                             ms(v[k]), ms(v["plain"][k]), f"{r:.2f}", "-", True))
     if genes:
         for side in sides:
             gfig = genes[side]
