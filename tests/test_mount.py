@@ -596,16 +596,17 @@ def test_cache_bound_holds_and_evicts(cfs, mounts, tmp_path):
 
 def test_layout_work_counts_against_the_bound(cfs, mounts, big, tmp_path):
     """The layout's work files (spill and results, unlinked but held open) count against
-    cache_size: X and a layer each need ~47 MiB of work, their results ~19 MiB each. Under a
-    56 MiB bound, laying out the layer drops X's idle results (counted in status.json), the
-    folder never exceeds the bound, and every byte is the export's, X read again included."""
+    cache_size: X and a layer each need ~47 MiB of work (their results counted at ~19 MiB, the
+    codec's worst), and once laid out their results hold ~8.5 MiB each. Under a 52 MiB bound,
+    laying out the layer drops X's idle results (counted in status.json), the folder never
+    exceeds the bound, and every byte is the export's, X read again included."""
     src = tmp_path / "src"
     src.mkdir()
     shutil.copyfile(big(40_000), src / "big.h5ad")
     out = tmp_path / "out"
     export_of(cfs, src, out)
-    cache, bound = tmp_path / "cache", 56 << 20
-    m = mounts(src, cache=cache, opts=["cache_size=56M"])
+    cache, bound = tmp_path / "cache", 52 << 20
+    m = mounts(src, cache=cache, opts=["cache_size=52M"])
     with UsageMonitor(cache, m.pid) as mon:
         assert_same_tree(m.mnt, out)
         c = cache_stats(m)
@@ -618,6 +619,30 @@ def test_layout_work_counts_against_the_bound(cfs, mounts, big, tmp_path):
     assert m.status()["sources"][0]["state"] == "ready"
 
 
+def test_layout_results_count_what_they_hold(cfs, mounts, big, tmp_path):
+    """A pass reserves its results at the codec's worst case (every chunk incompressible); once
+    they are written only what their files hold stays counted against cache_size, so the rest
+    goes back to the cache: status.json's work bytes equal the work files the daemon holds open
+    (only the results' are left once the pass ends), well under the reservation."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(big(40_000), src / "big.h5ad")
+    out = tmp_path / "out"
+    export_of(cfs, src, out)
+    cache = tmp_path / "cache"
+    m = mounts(src, cache=cache)
+    assert (m.mnt / "big.zarr/X/data/0").read_bytes() == (out / "big.zarr/X/data/0").read_bytes()
+    held = wait_for(lambda: (lambda w, h: h if w == h else 0)(cache_stats(m)["work_bytes"],
+                                                              open_deleted_under(m.pid, cache)),
+                    60, "status.json's work bytes equal the work files held open")
+    meta = {a: json.loads((out / f"big.zarr/X/{a}/.zarray").read_text()) for a in ("data", "indices")}
+    raw = sum(z["shape"][0] * np.dtype(z["dtype"]).itemsize for z in meta.values())
+    stored = sum((out / f).stat().st_size for f in walk(out)[1]
+                 if f.startswith(("big.zarr/X/data/", "big.zarr/X/indices/")) and not f.endswith(".zarray"))
+    # the reservation was at least the raw values and indices; what is held is about the store's
+    assert 0.9 * stored <= held < 0.8 * raw, (held, stored, raw)
+
+
 def test_layout_work_waits_for_room(cfs, mounts, big, tmp_path):
     """8 readers of random chunks of X and of a layer at once, under a bound that holds one
     layout's work at a time: a layout that does not fit waits for the running one (never an
@@ -628,8 +653,8 @@ def test_layout_work_waits_for_room(cfs, mounts, big, tmp_path):
     out = tmp_path / "out"
     export_of(cfs, src, out)
     files = [f for f in walk(out)[1] if f.startswith(("big.zarr/X/", "big.zarr/layers/"))]
-    cache, bound = tmp_path / "cache", 56 << 20
-    m = mounts(src, cache=cache, opts=["cache_size=56M"])
+    cache, bound = tmp_path / "cache", 52 << 20
+    m = mounts(src, cache=cache, opts=["cache_size=52M"])
     problems, reads = [], []
 
     def reader(seed):

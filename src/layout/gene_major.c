@@ -947,6 +947,20 @@ static int memory_failure(const cfs_engine_opts *o, cfs_err *err)
                         was, (double)o->memory / (1 << 20));
 }
 
+/* The results were counted at their bound before the pass (every chunk at its codec's worst);
+ * once written, only what their files hold stays counted, so the rest of the bound goes back to
+ * the cache (encoded results are about a third of it). */
+static void keep_what_results_take(sparse_engine *e)
+{
+    pthread_mutex_lock(&e->job.lock);
+    uint64_t held = cfs_kept_bytes(&e->kept[0]) + cfs_kept_bytes(&e->kept[1]);
+    if (held < e->result_bytes) {
+        cfs_space_release(e->opts.space, e->result_bytes - held);
+        e->result_bytes = held;
+    }
+    pthread_mutex_unlock(&e->job.lock);
+}
+
 /* In the job's thread (cfs_job_acquire_part). */
 static int sparse_run(cfs_job *job, cfs_err *err)
 {
@@ -956,6 +970,7 @@ static int sparse_run(cfs_job *job, cfs_err *err)
     cfs_progress_end(e->opts.progress, e->label);
     if (rc < 0)
         return memory_failure(&e->opts, err);
+    keep_what_results_take(e);
     /* A finished job's results may give way to other work; it runs again when read again. */
     if (cfs_space_hold(e->opts.space, job) < 0)
         rc = cfs_err_oom(err);

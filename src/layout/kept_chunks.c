@@ -26,6 +26,16 @@ uint64_t cfs_kept_bound(const cfs_chunk_codec *codec, size_t esize, uint64_t tot
     return nchunks * (encoded > chunk ? encoded : chunk);
 }
 
+uint64_t cfs_kept_bytes(cfs_kept_chunks *k)
+{
+    if (!k->codec)
+        return k->total * k->esize;
+    pthread_mutex_lock(&k->lock);
+    uint64_t raw = k->slots * k->chunk_len * k->esize;
+    pthread_mutex_unlock(&k->lock);
+    return __atomic_load_n(&k->tail, __ATOMIC_RELAXED) + raw;
+}
+
 void cfs_kept_init(cfs_kept_chunks *k)
 {
     memset(k, 0, sizeof *k);

@@ -44,6 +44,8 @@ typedef struct cfs_kept_writer {
  * pass): each chunk encoded at its codec's bound, or raw in its slot. */
 uint64_t cfs_kept_bound(const cfs_chunk_codec *codec, size_t esize, uint64_t total,
                         uint64_t chunk_len);
+/* The work bytes the kept chunks take once every range is kept: what their files hold. */
+uint64_t cfs_kept_bytes(cfs_kept_chunks *k);
 /* Nothing open: cfs_kept_close does nothing. */
 void cfs_kept_init(cfs_kept_chunks *k);
 int cfs_kept_open(cfs_kept_chunks *k, const char *workdir, const cfs_chunk_codec *codec,

@@ -14,6 +14,7 @@
 #include "codec.h"
 #include "gene_major.h"
 #include "job.h"
+#include "kept_chunks.h"
 #include "model.h"
 #include "permute.h"
 #include "priority.h"
@@ -306,9 +307,11 @@ static void test_gene_major_paths(void)
 
 /* Compares each chunk of arr (chunk_len entries) the pass kept encoded with the codec's encoding
  * of the values read back, zero past the end; counts the chunks kept encoded and those left
- * raw (shared by two sorted ranges), which a renderer encodes itself. */
-static bool kept_chunks_right(cfs_array *arr, uint64_t nnz, uint64_t len, cfs_codec_id codec,
-                              unsigned *kept, unsigned *left)
+ * raw (shared by two sorted ranges), which a renderer encodes itself, and adds the bytes they
+ * take to *bytes when given (encoded, or a whole chunk raw). */
+static bool kept_chunks_right_sized(cfs_array *arr, uint64_t nnz, uint64_t len,
+                                    cfs_codec_id codec, unsigned *kept, unsigned *left,
+                                    uint64_t *bytes)
 {
     size_t es = cfs_dtype_size(arr->dtype);
     unsigned char *vals = malloc(len * es);
@@ -324,6 +327,8 @@ static bool kept_chunks_right(cfs_array *arr, uint64_t nnz, uint64_t len, cfs_co
         if (ok && rc == 1)
             ok = got.len == want.len && memcmp(got.data, want.data, got.len) == 0;
         *(rc == 1 ? kept : left) += 1;
+        if (bytes)
+            *bytes += rc == 1 ? got.len : len * es;
         cfs_buf_free(&got);
         cfs_buf_free(&want);
     }
@@ -334,6 +339,12 @@ static bool kept_chunks_right(cfs_array *arr, uint64_t nnz, uint64_t len, cfs_co
          other.len == 0;
     free(vals);
     return ok;
+}
+
+static bool kept_chunks_right(cfs_array *arr, uint64_t nnz, uint64_t len, cfs_codec_id codec,
+                              unsigned *kept, unsigned *left)
+{
+    return kept_chunks_right_sized(arr, nnz, len, codec, kept, left, NULL);
 }
 
 /* The pass keeps the store's chunks (kept_chunks.h) with every codec: each chunk lying in one
@@ -522,6 +533,28 @@ static void test_gene_major_space(void)
     cfs_elem_free(c);
     cfs_elem_free(a);
     cfs_elem_free(b);
+    CHECK(held_settles(&cb, 0));
+    /* With a codec the results are counted at its bound for the pass, then at what their files
+     * hold: each chunk kept encoded at its length, each chunk two ranges share raw. */
+    random_sparse r = {.n = 3000, .g = 400, .per_major = 60, .csr = true, .skew = true,
+                       .seed = 8};
+    uint64_t nnz, held = 0;
+    cfs_elem *d = random_sparse_elem(&r, &nnz);
+    cfs_perm *pd = cfs_perm_new(r.n, 7);
+    cfs_engine_opts oc = o;
+    oc.memory = 1u << 20;
+    oc.codec = cfs_codec_for_layout(CFS_CODEC_BLOSC_LZ4);
+    cb.limit = 1u << 30;
+    unsigned kept = 0, left = 0;
+    CHECK(cfs_gene_major_sparse(d, pd, &oc, "D", &err) == 0);
+    uint64_t len = d->values->chunk_hint[0];
+    CHECK(kept_chunks_right_sized(d->values, nnz, len, CFS_CODEC_BLOSC_LZ4, &kept, &left, &held));
+    CHECK(kept_chunks_right_sized(d->aux, nnz, len, CFS_CODEC_BLOSC_LZ4, &kept, &left, &held));
+    uint64_t reserved = cfs_kept_bound(oc.codec, cfs_dtype_size(d->values->dtype), nnz, len) +
+                        cfs_kept_bound(oc.codec, cfs_dtype_size(d->aux->dtype), nnz, len);
+    CHECK(kept > 0 && left > 0 && held < reserved && held_settles(&cb, held));
+    cfs_elem_free(d);
+    cfs_perm_unref(pd);
     CHECK(held_settles(&cb, 0));
     cfs_space_free(space);
     cfs_perm_unref(perm);
