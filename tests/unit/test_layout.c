@@ -309,9 +309,8 @@ static void test_gene_major_paths(void)
  * of the values read back, zero past the end; counts the chunks kept encoded and those left
  * raw (shared by two sorted ranges), which a renderer encodes itself, and adds the bytes they
  * take to *bytes when given (encoded, or a whole chunk raw). */
-static bool kept_chunks_right_sized(cfs_array *arr, uint64_t nnz, uint64_t len,
-                                    cfs_codec_id codec, unsigned *kept, unsigned *left,
-                                    uint64_t *bytes)
+static bool kept_chunks_right(cfs_array *arr, uint64_t nnz, uint64_t len, cfs_codec_id codec,
+                              unsigned *kept, unsigned *left, uint64_t *bytes)
 {
     size_t es = cfs_dtype_size(arr->dtype);
     unsigned char *vals = malloc(len * es);
@@ -341,12 +340,6 @@ static bool kept_chunks_right_sized(cfs_array *arr, uint64_t nnz, uint64_t len,
     return ok;
 }
 
-static bool kept_chunks_right(cfs_array *arr, uint64_t nnz, uint64_t len, cfs_codec_id codec,
-                              unsigned *kept, unsigned *left)
-{
-    return kept_chunks_right_sized(arr, nnz, len, codec, kept, left, NULL);
-}
-
 /* The pass keeps the store's chunks (kept_chunks.h) with every codec: each chunk lying in one
  * sorted range is the renderer's encoding of its values, the last one zero padded; the chunks
  * two ranges share (here about half: buckets of few genes) are left raw and read back right. */
@@ -367,8 +360,8 @@ static void test_gene_major_kept_chunks(void)
         unsigned kept = 0, left = 0;
         uint64_t len = el->values->chunk_hint[0];
         CHECK(len > 0 && len < nnz / 8 && el->aux->chunk_hint[0] == len);
-        CHECK(kept_chunks_right(el->values, nnz, len, codecs[c], &kept, &left));
-        CHECK(kept_chunks_right(el->aux, nnz, len, codecs[c], &kept, &left));
+        CHECK(kept_chunks_right(el->values, nnz, len, codecs[c], &kept, &left, NULL));
+        CHECK(kept_chunks_right(el->aux, nnz, len, codecs[c], &kept, &left, NULL));
         CHECK(kept > 0 && left > 0);
         cfs_perm_unref(perm);
         cfs_elem_free(el);
@@ -383,7 +376,7 @@ static void test_gene_major_kept_chunks(void)
     cfs_err err;
     unsigned kept = 0, left = 0;
     CHECK(cfs_gene_major_sparse(el, perm, &o, "X", &err) == 0 && el->values->chunk_hint[0] == 0);
-    CHECK(kept_chunks_right(el->values, nnz, nnz, CFS_CODEC_BLOSC_LZ4, &kept, &left));
+    CHECK(kept_chunks_right(el->values, nnz, nnz, CFS_CODEC_BLOSC_LZ4, &kept, &left, NULL));
     CHECK(kept == 1 && left == 0);
     cfs_perm_unref(perm);
     cfs_elem_free(el);
@@ -548,8 +541,8 @@ static void test_gene_major_space(void)
     unsigned kept = 0, left = 0;
     CHECK(cfs_gene_major_sparse(d, pd, &oc, "D", &err) == 0);
     uint64_t len = d->values->chunk_hint[0];
-    CHECK(kept_chunks_right_sized(d->values, nnz, len, CFS_CODEC_BLOSC_LZ4, &kept, &left, &held));
-    CHECK(kept_chunks_right_sized(d->aux, nnz, len, CFS_CODEC_BLOSC_LZ4, &kept, &left, &held));
+    CHECK(kept_chunks_right(d->values, nnz, len, CFS_CODEC_BLOSC_LZ4, &kept, &left, &held));
+    CHECK(kept_chunks_right(d->aux, nnz, len, CFS_CODEC_BLOSC_LZ4, &kept, &left, &held));
     uint64_t reserved = cfs_kept_bound(oc.codec, cfs_dtype_size(d->values->dtype), nnz, len) +
                         cfs_kept_bound(oc.codec, cfs_dtype_size(d->aux->dtype), nnz, len);
     CHECK(kept > 0 && left > 0 && held < reserved && held_settles(&cb, held));
