@@ -191,21 +191,30 @@ def pipelined_pass(port, store_id, keys):
     return dt
 
 
+def warm_passes(port, store_id, keys, passes, connections=(1,)):
+    """(b) on one server, its kernel cache warmed by a first pass: the median of `passes` passes
+    on each of `connections` ("b<c>"), pipelined ("bp"), and pipelined per array."""
+    fetch_pass(port, store_id, keys, 1)
+    out = {f"b{c}": statistics.median(fetch_pass(port, store_id, keys, c) for _ in range(passes))
+           for c in connections}
+    out["bp"] = statistics.median(pipelined_pass(port, store_id, keys) for _ in range(passes))
+    out["per_array"] = {a: statistics.median(pipelined_pass(port, store_id, [k for k in keys if k.startswith(a + "/")])
+                                             for _ in range(passes)) for a in WHOLE_ARRAYS}
+    return out
+
+
 def plain_files(args, side, tag, out, work, store_id, keys):
     """(b) again on the export: the same chunk files served by nginx from the work folder's own
     filesystem, no FUSE. What a column's chunk count costs over HTTP by itself."""
     nginx = bm.nginx_on(out, work / f"nginx-plain-{tag}")
     try:
-        fetch_pass(nginx.port, store_id, keys, 1)
-        b1 = statistics.median(fetch_pass(nginx.port, store_id, keys, 1) for _ in range(args.passes))
-        bp = statistics.median(pipelined_pass(nginx.port, store_id, keys) for _ in range(args.passes))
-        per = {a: statistics.median(pipelined_pass(nginx.port, store_id, [k for k in keys if k.startswith(a + "/")])
-                                    for _ in range(args.passes)) for a in WHOLE_ARRAYS}
+        b = warm_passes(nginx.port, store_id, keys, args.passes)
     finally:
         nginx.stop()
-    log(f"  {side} {tag} the same from the export's plain files: 1 connection {b1 * 1e3:.1f} ms, pipelined "
-        f"{bp * 1e3:.1f} ms (" + ", ".join(f"{a} {v * 1e3:.1f}" for a, v in per.items()) + ")")
-    return {"b1": b1, "bp": bp, "per_array": per}
+    log(f"  {side} {tag} the same from the export's plain files: 1 connection {b['b1'] * 1e3:.1f} ms, "
+        f"pipelined {b['bp'] * 1e3:.1f} ms (" +
+        ", ".join(f"{a} {v * 1e3:.1f}" for a, v in b["per_array"].items()) + ")")
+    return b
 
 
 def views(args, side, binary, src, work, tag):
@@ -229,12 +238,8 @@ def views(args, side, binary, src, work, tag):
     meta = json.loads((out_store / ".zmetadata").read_bytes())
     keys = [f"{a}/{k}" for a in WHOLE_ARRAYS for k in bm.chunk_keys(zarray_of(meta, a))]
     nbytes = sum((out_store / k).stat().st_size for k in keys)
-    fetch_pass(nginx.port, store_id, keys, 1)        # warm the kernel's cache
-    b1 = statistics.median(fetch_pass(nginx.port, store_id, keys, 1) for _ in range(args.passes))
-    b6 = statistics.median(fetch_pass(nginx.port, store_id, keys, 6) for _ in range(args.passes))
-    bp = statistics.median(pipelined_pass(nginx.port, store_id, keys) for _ in range(args.passes))
-    per = {a: statistics.median(pipelined_pass(nginx.port, store_id, [k for k in keys if k.startswith(a + "/")])
-                                for _ in range(args.passes)) for a in WHOLE_ARRAYS}
+    warm = warm_passes(nginx.port, store_id, keys, args.passes, connections=(1, 6))
+    b1, b6, bp, per = warm["b1"], warm["b6"], warm["bp"], warm["per_array"]
     log(f"  {side} {tag} warm whole columns: 1 connection {b1 * 1e3:.1f} ms, 6 {b6 * 1e3:.1f} ms, pipelined "
         f"{bp * 1e3:.1f} ms (" + ", ".join(f"{a} {v * 1e3:.1f}" for a, v in per.items()) + f"); {len(keys)} files, "
         f"{nbytes / MB:.2f} MB")
