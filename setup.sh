@@ -134,19 +134,9 @@ http {
         root $mnt;
         sendfile on;
         autoindex off;
-        # The README's CORS recipe: a browser on another origin sends a preflight for a
-        # Range it does not consider simple (a suffix range, bytes=-N).
-        location / {
-            add_header Access-Control-Allow-Origin "*" always;
-            add_header Access-Control-Expose-Headers "Content-Range, ETag" always;
-            if (\$request_method = OPTIONS) {
-                add_header Access-Control-Allow-Origin "*";
-                add_header Access-Control-Allow-Methods "GET, HEAD, OPTIONS";
-                add_header Access-Control-Allow-Headers "Range";
-                add_header Access-Control-Max-Age 86400;
-                return 204;
-            }
-        }
+        # The CORS rules of the installed nginx site (README "Serving a mount"): a browser on
+        # another origin sends a preflight for a Range it does not consider simple (bytes=-N).
+$(sed -n '/^    location \/ {$/,/^    }$/p' system/nginx-site.conf)
     }
 }
 NGINX

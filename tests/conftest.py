@@ -839,19 +839,24 @@ def zombies_of(pid):
     return [p for p, ppid, state, name in processes() if ppid == pid and state == "Z"]
 
 
-def workers_of_binary(cfs):
-    """Workers and fork servers of this build anywhere (another build's are other tests'
-    business)."""
+def processes_of(binary, names=None):
+    """Pids of the processes running binary (of those named in names, when given)."""
     found = []
     for p, ppid, state, name in processes():
-        if name not in (READER_WORKER, FORKSERVER):
+        if names is not None and name not in names:
             continue
         try:
-            if os.path.realpath(f"/proc/{p}/exe") == os.path.realpath(cfs):
+            if os.path.realpath(f"/proc/{p}/exe") == os.path.realpath(binary):
                 found.append(p)
         except OSError:
             pass
     return found
+
+
+def workers_of_binary(cfs):
+    """Workers and fork servers of this build anywhere (another build's are other tests'
+    business)."""
+    return processes_of(cfs, (READER_WORKER, FORKSERVER))
 
 
 class Mount:

@@ -43,22 +43,27 @@ http {{
         root {root};
         autoindex off;
 {server_extra}
-        # the CORS rules of the README's nginx recipe ("Serving a mount"), which
-        # tests/test_js_clients.py checks from a page of another origin in Chromium
-        location / {{
-            add_header Access-Control-Allow-Origin "*" always;
-            add_header Access-Control-Expose-Headers "Content-Range, ETag" always;
-            if ($request_method = OPTIONS) {{
-                add_header Access-Control-Allow-Origin "*";
-                add_header Access-Control-Allow-Methods "GET, HEAD, OPTIONS";
-                add_header Access-Control-Allow-Headers "Range";
-                add_header Access-Control-Max-Age 86400;
-                return 204;
-            }}
-        }}
+{location}
     }}
 }}
 """
+
+# The CORS rules are the installed nginx site's (system/nginx-site.conf, README "Serving a
+# mount"): its `location / {...}` block, which tests/test_js_clients.py checks from a page of
+# another origin in Chromium.
+SITE = Path(__file__).resolve().parent.parent / "system" / "nginx-site.conf"
+
+
+def site_location():
+    """The text of the `location / { ... }` block of the installed nginx site."""
+    lines = SITE.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "location / {")
+    depth = 0
+    for end in range(start, len(lines)):
+        depth += lines[end].count("{") - lines[end].count("}")
+        if depth == 0:
+            return "\n".join(lines[start:end + 1])
+    raise ValueError(f"{SITE}: the location / block has no end")
 
 
 def nginx_binary():
@@ -108,7 +113,8 @@ class Nginx:
                 f"        ssl_certificate_key {self.tls.key}")
             conf.write_text(CONF.format(d=self.dir, port=self.port, root=self.root, ssl=ssl,
                                         http_extra=self.http_extra,
-                                        server_extra=self.server_extra))
+                                        server_extra=self.server_extra,
+                                        location=site_location()))
             out = open(self.dir / "stdout.log", "ab")
             self.proc = subprocess.Popen(
                 [binary, "-p", str(self.dir), "-c", str(conf), "-e", str(self.dir / "error.log")],
