@@ -379,16 +379,42 @@ static int check_paths(const char *src, const char *mnt)
     return 0;
 }
 
-static struct fuse_session *new_session(const char *fuse_opts, bool debug, mount_state *st)
+/* libfuse's options for a mount of src. The source names the mount (fsname: the SOURCE of
+ * findmnt and df), as mount(8) names the others, so that mount -a finds an fstab line's folder
+ * already mounted; in libfuse's option syntax a backslash makes the next character plain. */
+static char *session_options(const char *src, const char *fuse_opts)
 {
-    char opts[1200];
-    snprintf(opts, sizeof opts, "ro,fsname=cellucid-fs,subtype=cellucid-fs,max_read=1048576%s%s",
-             fuse_opts[0] ? "," : "", fuse_opts);
+    char *opts = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&opts, &len);
+    if (!out)
+        return NULL;
+    fputs("ro,fsname=", out);
+    for (const char *c = src; *c; c++) {
+        if (*c == ',' || *c == '\\')
+            fputc('\\', out);
+        fputc(*c, out);
+    }
+    fprintf(out, ",subtype=cellucid-fs,max_read=1048576%s%s", fuse_opts[0] ? "," : "", fuse_opts);
+    if (fclose(out) != 0) {
+        free(opts);
+        return NULL;
+    }
+    return opts;
+}
+
+static struct fuse_session *new_session(const char *src, const char *fuse_opts, bool debug,
+                                        mount_state *st)
+{
+    char *opts = session_options(src, fuse_opts);
+    if (!opts)
+        return NULL;
     char *argv[] = {"cellucid-fs", "-o", opts, debug ? "-d" : NULL, NULL};
     struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, argv);
     struct fuse_session *se = fuse_session_new(&args, &ops, sizeof ops, st);
     /* The parse leaves args holding copies of what it did not take: they are ours to free. */
     fuse_opt_free_args(&args);
+    free(opts);
     return se;
 }
 
@@ -487,7 +513,7 @@ int cfs_fuse_mount(const char *src, const char *mnt, const cfs_options *opts, bo
     mount_state st = {.vol = vol,
                       .files = cfs_files_new(FILE_SLOTS, FILE_IDLE_BYTES, load_file, vol)};
     pthread_mutex_init(&st.status.lock, NULL);
-    struct fuse_session *se = st.files ? new_session(opts->fuse_opts, debug, &st) : NULL;
+    struct fuse_session *se = st.files ? new_session(src, opts->fuse_opts, debug, &st) : NULL;
     int status = 1;
     if (se && fuse_set_signal_handlers(se) == 0) {
         if (fuse_session_mount(se, mnt) == 0) {

@@ -12,6 +12,7 @@ stage) runs the helper of the built package.
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import anndata as ad
@@ -120,12 +121,32 @@ def test_helper_mounts_a_folder_that_is_read_then_unmounted(helper, cfs, tmp_pat
         assert processes_of(cfs), "no daemon in the background"
         fstype, source, super_options = mount_entry(mnt)
         assert fstype == "fuse.cellucid-fs" and "ro" in super_options.split(","), fstype
+        assert source == os.path.realpath(src)
         assert (mnt / "datasets.json").read_text() == catalog_text(["pbmc"])
         a = ad.read_zarr(mnt / "pbmc.zarr")
         assert a.shape == ad.read_h5ad(EXAMPLE_H5AD).shape == (283, 914)
     assert m.problems == []
     assert not mounted(mnt)
     assert processes_of(cfs) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mount --fstab (-T) is for root only")
+def test_mount_a_finds_the_fstab_lines_folder_mounted(helper, cfs, tmp_path):
+    """The mount's source is the folder (an fstab line's first field), whatever its name holds,
+    so that mount -a, here of an fstab of the test's, leaves the line's mount alone."""
+    src = tmp_path / "a source, with\\ odd names"
+    src.mkdir()
+    shutil.copyfile(EXAMPLE_H5AD, src / "pbmc.h5ad")
+    mnt = tmp_path / "mnt"
+    fstab = tmp_path / "fstab"
+    fstab.write_text(f"{str(src).replace(' ', chr(92) + '040')} {mnt} cellucid-fs "
+                     f"ro,cache_dir={tmp_path / 'cache'},nofail 0 0\n")
+    with HelperMount(helper, cfs, src, mnt, f"ro,cache_dir={tmp_path / 'cache'}") as m:
+        assert mount_entry(mnt)[1] == str(src)
+        r = subprocess.run(["mount", "-a", "-v", "-T", str(fstab)], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0 and f"{mnt}" in r.stdout and "already mounted" in r.stdout, r
+    assert m.problems == []
 
 
 def ac_init_version():
