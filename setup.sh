@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (as root) and runs cellucid-fs.
 #   bash setup.sh test      install, build, run every test, then the sanitizer stages (ASan +
-#                           UBSan, TSan: tests/run-sanitized); ends with "N passed, N failed",
-#                           every stage summed
+#                           UBSan, TSan: tests/run-sanitized) and the package stage (the Debian
+#                           package built and used: tests/debian_package.py); ends with
+#                           "N passed, N failed", every stage summed
 #   bash setup.sh example   install, build, mount the bundled example (example/: 283 real PBMCs
 #                           as pbmc.h5ad, pbmc_loom.loom and the Cell Ranger folder
 #                           pbmc_cellranger/) and serve it on http://127.0.0.1:8000/ until Ctrl-C
@@ -24,7 +25,10 @@ DEBIAN_PACKAGES=(
 # server the object-storage export is tested against; R with SeuratObject, which writes some
 # R objects at test time (R's native binary format, a 40,000-cell Seurat object, split layers)
 # and reads them as the oracle (tests/test_rds.py).
-TEST_DEBIAN_PACKAGES=(ceph-mon ceph-osd radosgw ceph-common r-base-core r-cran-seuratobject)
+# The package stage (tests/debian_package.py) builds the Debian package (debhelper), checks it
+# with lintian and its unit with systemd-analyze (systemd).
+TEST_DEBIAN_PACKAGES=(ceph-mon ceph-osd radosgw ceph-common r-base-core r-cran-seuratobject
+    debhelper lintian systemd)
 
 # Installs what of the Debian packages named (default DEBIAN_PACKAGES) is missing.
 deps() {
@@ -87,6 +91,26 @@ counts() {
     echo "$line" | sed -E 's/^[^0-9]*([0-9]+) passed, ([0-9]+) failed$/\1 \2/'
 }
 
+# tests/debian_package.py, then "package: N passed, N failed" from pytest's summary line (errors
+# count as failures; a summary with no count at all, as one failure; skips as neither).
+package_tests() {
+    local log summary n p=0 f=0
+    log=$(mktemp)
+    PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+        tests/debian_package.py 2>&1 | tee "$log" || true
+    summary=$(tail -n 1 "$log")
+    rm -f "$log"
+    for n in $(echo "$summary" | grep -oE '[0-9]+ passed' | grep -oE '^[0-9]+'); do
+        p=$((p + n))
+    done
+    for n in $(echo "$summary" | grep -oE '[0-9]+ (failed|errors?)' | grep -oE '^[0-9]+'); do
+        f=$((f + n))
+    done
+    echo "$summary" | grep -qE '[0-9]+ (passed|failed|errors?|skipped)' || f=1
+    echo "package: $p passed, $f failed"
+    [ "$f" -eq 0 ]
+}
+
 run_tests() {
     local status=0 kind passed failed p f
     make -s -j"$(nproc)" check >/dev/null 2>&1 || status=$?
@@ -104,6 +128,10 @@ run_tests() {
         read -r p f < <(counts "tests/run-$kind.log" "$kind: ")
         passed=$((passed + p)) failed=$((failed + f))
     done
+    # Then the package stage: the Debian package built from a clean copy of the checkout.
+    package_tests 2>&1 | tee tests/run-package.log || status=1
+    read -r p f < <(counts tests/run-package.log "package: ")
+    passed=$((passed + p)) failed=$((failed + f))
     # The summary of every stage is last so a reader of the tail sees it.
     echo "$passed passed, $failed failed"
     [ "$failed" -eq 0 ] || status=1
