@@ -120,6 +120,8 @@ def test_package_holds_the_files_and_depends_on_fuse3(package):
         assert listed.get(path) == (mode, "root/root"), (path, listed.get(path))
     depends = [d.strip() for d in run(["dpkg-deb", "-f", package[2], "Depends"]).stdout.split(",")]
     assert "fuse3" in depends and any(d.startswith("libfuse3-3") for d in depends), depends
+    # a purge takes the caches mounts made with it
+    assert "rm -rf /var/cache/cellucid-fs" in run(["dpkg-deb", "-I", package[2], "postrm"]).stdout
 
 
 def test_readme_names_the_package_built(package):
