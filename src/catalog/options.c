@@ -154,6 +154,11 @@ static int set_s3_endpoint(cfs_options *o, const char *value, cfs_err *err)
     return 0;
 }
 
+cfs_store_opts cfs_options_store(const cfs_options *o)
+{
+    return (cfs_store_opts){o->codec, CFS_ZARR_V2, false};
+}
+
 cfs_isolation cfs_options_isolation(const cfs_options *o)
 {
     cfs_isolation iso = o->isolate;

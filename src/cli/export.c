@@ -1,7 +1,6 @@
 #include "export.h"
 #include "format.h"
 #include "unpacked.h"
-#include "parallel.h"
 #include "path.h"
 #include "s3.h"
 
@@ -10,7 +9,6 @@
 #include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,8 +18,6 @@
 #include "catalog.h"
 #include "prepare.h"
 #include "sources.h"
-
-enum { MAX_WORKERS = 8 };
 
 static int write_file(const char *path, const void *data, size_t len, cfs_err *err)
 {
@@ -94,143 +90,6 @@ static folder_sink folder_sink_at(const char *root)
     return (folder_sink){{folder_dir, folder_put, folder_discard, folder_drain}, root};
 }
 
-static int write_doc(cfs_sink *sink, const char *dir, const char *name, char *text,
-                     cfs_err *err)
-{
-    char *key = cfs_path_join(dir, name);
-    int rc = text && key ? sink->put(sink, key, text, strlen(text), true, err)
-                         : cfs_err_oom(err);
-    free(key);
-    free(text);
-    return rc;
-}
-
-/* Makes the node's folder and writes its metadata documents. */
-static int write_node_meta(cfs_sink *sink, const cfs_store_node *n, const char *root,
-                           cfs_err *err)
-{
-    char *dir = cfs_path_join(root, n->path);
-    if (!dir)
-        return cfs_err_oom(err);
-    int rc = 0;
-    if (n->path[0])
-        rc = sink->dir(sink, dir, err);
-    if (rc == 0)
-        rc = write_doc(sink, dir, ".zattrs", cfs_store_doc(n, CFS_DOC_ZATTRS), err);
-    if (rc == 0)
-        rc = write_doc(sink, dir, n->is_array ? ".zarray" : ".zgroup",
-                       cfs_store_doc(n, n->is_array ? CFS_DOC_ZARRAY : CFS_DOC_ZGROUP), err);
-    free(dir);
-    return rc;
-}
-
-/* Chunks are encoded by a small pool: reads serialise in the reader, encoding runs in parallel.
- * Chunks are handed out from the arrays in turn, and from an array no other worker is writing
- * into while there is one: creating a file holds its folder's lock, so workers writing into one
- * folder (X/data's tens of thousands of chunks) would wait for each other, and the kernel spins
- * a waiter on that lock (12 % of an export's samples when handing out in turn alone let two
- * workers meet in one folder). */
-typedef struct chunk_job {
-    const cfs_store *st;
-    cfs_sink *sink;
-    const char *root;
-    uint64_t *next;         /* per node: its next chunk */
-    unsigned *writing;      /* per node: workers writing one of its chunks now */
-    size_t turn;            /* the node whose turn it is */
-    pthread_mutex_t lock;
-    int failed;
-    cfs_err err;
-} chunk_job;
-
-/* Under the job's lock: the next node in turn with chunks left, one nobody writes into first. */
-static bool pick_node(const chunk_job *job, bool alone, size_t *node)
-{
-    size_t nn = job->st->nnodes;
-    for (size_t i = 0; i < nn; i++) {
-        size_t k = (job->turn + i) % nn;
-        if (job->next[k] < job->st->nodes[k].nchunks && (!alone || job->writing[k] == 0)) {
-            *node = k;
-            return true;
-        }
-    }
-    return false;
-}
-
-static bool next_chunk(chunk_job *job, size_t *node, uint64_t *chunk)
-{
-    pthread_mutex_lock(&job->lock);
-    bool more = !job->failed && (pick_node(job, true, node) || pick_node(job, false, node));
-    if (more) {
-        *chunk = job->next[*node]++;
-        job->writing[*node]++;
-        job->turn = *node + 1;
-    }
-    pthread_mutex_unlock(&job->lock);
-    return more;
-}
-
-static int write_chunk(const cfs_store *st, cfs_sink *sink, const char *root,
-                       const cfs_store_node *n, uint64_t idx, cfs_buf *buf, cfs_err *err)
-{
-    char key[256];
-    cfs_store_chunk_key(n, idx, key, sizeof key);
-    cfs_buf_reset(buf);
-    if (cfs_store_chunk(st, n, idx, buf, err) < 0)
-        return -1;
-    char *dir = cfs_path_join(root, n->path);
-    char *path = dir ? cfs_path_join(dir, key) : NULL;
-    int rc = path ? sink->put(sink, path, buf->data, buf->len, false, err) : cfs_err_oom(err);
-    free(dir);
-    free(path);
-    return rc;
-}
-
-static void *chunk_worker(void *arg)
-{
-    chunk_job *job = arg;
-    cfs_buf buf = {0};
-    size_t node;
-    uint64_t chunk;
-    cfs_err err;
-    while (next_chunk(job, &node, &chunk)) {
-        int rc = write_chunk(job->st, job->sink, job->root, &job->st->nodes[node], chunk, &buf,
-                             &err);
-        pthread_mutex_lock(&job->lock);
-        job->writing[node]--;
-        if (rc < 0 && !job->failed) {
-            job->err = err;
-            job->failed = 1;
-        }
-        pthread_mutex_unlock(&job->lock);
-    }
-    cfs_buf_free(&buf);
-    return NULL;
-}
-
-/* writers: chunk writers at once; 0 for one a CPU. */
-static int write_chunks(const cfs_store *st, cfs_sink *sink, const char *root, int writers,
-                        cfs_err *err)
-{
-    chunk_job job = {.st = st, .sink = sink, .root = root};
-    job.next = calloc(st->nnodes ? st->nnodes : 1, sizeof *job.next);
-    job.writing = calloc(st->nnodes ? st->nnodes : 1, sizeof *job.writing);
-    if (!job.next || !job.writing) {
-        free(job.next);
-        free(job.writing);
-        return cfs_err_oom(err);
-    }
-    pthread_mutex_init(&job.lock, NULL);
-    cfs_parallel_run(writers > 0 ? writers : cfs_parallel_cpus(MAX_WORKERS), chunk_worker, &job);
-    pthread_mutex_destroy(&job.lock);
-    free(job.next);
-    free(job.writing);
-    if (job.failed) {
-        *err = job.err;
-        return -1;
-    }
-    return 0;
-}
-
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -244,41 +103,23 @@ static void remove_tree(const char *path)
     nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* Writes every key of st below root/ in sink; what was written is discarded on error. */
-static int export_store_to(const cfs_store *st, cfs_sink *sink, const char *root, int writers,
-                           cfs_err *err)
-{
-    int rc = sink->dir(sink, root, err);
-    if (rc < 0)
-        return rc;
-    for (size_t i = 0; rc == 0 && i < st->nnodes; i++)
-        rc = write_node_meta(sink, &st->nodes[i], root, err);
-    if (rc == 0)
-        rc = write_doc(sink, root, ".zmetadata", cfs_store_zmetadata(st), err);
-    if (rc == 0)
-        rc = write_chunks(st, sink, root, writers, err);
-    if (rc < 0)
-        sink->discard(sink, root);
-    return rc;
-}
-
 int cfs_export_store(const cfs_store *st, const char *dir, int writers, cfs_err *err)
 {
     folder_sink sink = folder_sink_at(NULL);
-    return export_store_to(st, &sink.base, dir, writers, err);
+    return cfs_export_store_into(st, &sink.base, dir, writers, err);
 }
 
 /* Writes one prepared dataset's store into the staging folder; a failure refuses it. */
 static void export_one(cfs_prepared *p, const cfs_options *opts, cfs_sink *sink)
 {
     cfs_err err = {0};
-    cfs_store_opts sopts = {opts->codec};
+    cfs_store_opts sopts = cfs_options_store(opts);
     cfs_store *st = cfs_store_new(p->ds, &sopts, &err);
     char *name = malloc(strlen(p->id) + sizeof ".zarr");
     int rc = st && name ? 0 : -1;
     if (rc == 0) {
         sprintf(name, "%s.zarr", p->id);
-        rc = export_store_to(st, sink, name, 0, &err);
+        rc = cfs_export_store_into(st, sink, name, 0, &err);
     }
     if (rc < 0) {
         char reason[sizeof err.msg + 64];
@@ -299,7 +140,7 @@ static int write_catalog(const cfs_prepared_set *set, cfs_sink *sink, cfs_err *e
     for (size_t i = 0; i < set->n; i++)
         if (set->items[i].ds && set->items[i].embedding)
             ids[k++] = set->items[i].id;
-    int rc = write_doc(sink, "", "datasets.json", cfs_catalog_json(ids, k), err);
+    int rc = cfs_export_doc(sink, "", "datasets.json", cfs_catalog_json(ids, k), err);
     free(ids);
     return rc;
 }
