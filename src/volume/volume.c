@@ -170,8 +170,7 @@ static char *catalog_text(const cfs_volume *v)
 
 bool cfs_vol_same_version(const struct stat *a, const struct stat *b)
 {
-    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+    return cfs_same_version(a, b);
 }
 
 static bool same_part(const char *a, const char *b)
