@@ -7,6 +7,7 @@
 
 #include "codec.h"
 #include "error.h"
+#include "identity.h"
 #include "isolated.h"
 #include "layout.h"
 #include "store.h"
@@ -44,6 +45,8 @@ typedef struct cfs_options {
     } remote;
     /* s3:// sources and export to s3://: an S3-compatible service's URL (path-style); "" = AWS */
     char s3_endpoint[1024];
+    /* The id datasets.json opens on when it lists it (-o default); "": the first id. */
+    char default_id[CFS_ID_MAX + 1];
     /* mount only */
     char cache_dir[4096];           /* "" = the default */
     uint64_t cache_size;

@@ -17,7 +17,9 @@
 
 #include "catalog.h"
 #include "prepare.h"
+#include "session.h"
 #include "sources.h"
+#include "strfmt.h"
 
 static int write_file(const char *path, const void *data, size_t len, cfs_err *err)
 {
@@ -131,17 +133,64 @@ static void export_one(cfs_prepared *p, const cfs_options *opts, cfs_sink *sink)
     free(name);
 }
 
-static int write_catalog(const cfs_prepared_set *set, cfs_sink *sink, cfs_err *err)
+/* The view of a dataset, read once; one being written is read again a few times. */
+static int read_view(const char *folder, const cfs_prepared *p, cfs_session *view, cfs_err *err)
 {
-    char **ids = calloc(set->n + 1, sizeof *ids);
-    if (!ids)
-        return cfs_err_oom(err);
+    for (int attempt = 1;; attempt++) {
+        if (cfs_session_look(folder, p->source, p->part, view, err) < 0)
+            return -1;
+        if (cfs_session_take(view, folder, cfs_session_unlisted(p), err) == 0)
+            return 0;
+        if (err->status != CFS_ERETRY || attempt == 5) {
+            cfs_session_clear(view);
+            if (err->status != CFS_ERETRY)
+                return -1;
+            return cfs_session_look(folder, p->source, p->part, view, err) < 0 ||
+                   !(view->refused = strdup("it kept changing while it was read: export again "
+                                            "once it is written")) ? cfs_err_oom(err) : 0;
+        }
+        cfs_session_clear(view);
+        nanosleep(&(struct timespec){0, 200000000}, NULL);
+    }
+}
+
+/* The published views of the listed datasets, then (once they are stored) datasets.json. */
+static int write_catalog(const char *src, const cfs_prepared_set *set, const cfs_options *opts,
+                         cfs_sink *sink, FILE *log, cfs_err *err)
+{
+    struct stat st;
+    const char *folder = stat(src, &st) == 0 && S_ISDIR(st.st_mode) ? src : NULL;
+    cfs_catalog_entry *listed = calloc(set->n + 1, sizeof *listed);
+    cfs_session *views = calloc(set->n + 1, sizeof *views);
+    int rc = listed && views ? 0 : cfs_err_oom(err);
     size_t k = 0;
-    for (size_t i = 0; i < set->n; i++)
-        if (set->items[i].ds && set->items[i].embedding)
-            ids[k++] = set->items[i].id;
-    int rc = cfs_export_doc(sink, "", "datasets.json", cfs_catalog_json(ids, k), err);
-    free(ids);
+    for (size_t i = 0; rc == 0 && i < set->n; i++) {
+        const cfs_prepared *p = &set->items[i];
+        cfs_session *view = &views[i];
+        rc = read_view(folder, p, view, err);
+        cfs_session_report(view, NULL, log);
+        if (rc < 0 || !p->ds || !p->embedding)
+            continue;
+        listed[k++] = (cfs_catalog_entry){p->id, view->bytes ? view->sha256 : NULL, view->len};
+        char *name = view->bytes ? cfs_session_served_name(p->id) : NULL;
+        if (view->bytes)
+            rc = name ? sink->put(sink, name, view->bytes, view->len, false, err)
+                      : cfs_err_oom(err);
+        free(name);
+    }
+    char *note = rc == 0 ? cfs_catalog_default_note(listed, k, opts->default_id) : NULL;
+    if (note)
+        cfs_log(log, "%s", note);
+    free(note);
+    if (rc == 0 && sink->drain(sink, err) == 0)
+        rc = cfs_export_doc(sink, "", "datasets.json",
+                            cfs_catalog_json(listed, k, opts->default_id), err);
+    else
+        rc = -1;
+    for (size_t i = 0; views && i < set->n; i++)
+        cfs_session_clear(&views[i]);
+    free(views);
+    free(listed);
     return rc;
 }
 
@@ -202,10 +251,10 @@ static int publish(const char *stage, const char *out, cfs_err *err)
     return 0;
 }
 
-/* Every store, then (once they are all stored) the catalog: a reader never sees a catalog
- * listing a store not yet whole. */
-static int export_prepared(cfs_prepared_set *set, const cfs_options *opts, cfs_sink *sink,
-                           FILE *log, cfs_err *err)
+/* Every store, then the published views, then (once they are all stored) the catalog: a reader
+ * never sees a catalog listing a store or a view not yet whole. */
+static int export_prepared(const char *src, cfs_prepared_set *set, const cfs_options *opts,
+                           cfs_sink *sink, FILE *log, cfs_err *err)
 {
     int refused = 0;
     for (size_t i = 0; i < set->n; i++) {
@@ -214,7 +263,7 @@ static int export_prepared(cfs_prepared_set *set, const cfs_options *opts, cfs_s
         cfs_prepared_report(&set->items[i], NULL, log);
         refused |= set->items[i].refused != NULL;
     }
-    if (sink->drain(sink, err) < 0 || write_catalog(set, sink, err) < 0 ||
+    if (sink->drain(sink, err) < 0 || write_catalog(src, set, opts, sink, log, err) < 0 ||
         sink->drain(sink, err) < 0)
         return -1;
     return refused ? 2 : 0;
@@ -244,7 +293,7 @@ static int export_sources(const char *src, const cfs_options *opts, cfs_sink *si
     cfs_prepared_set set = {0};
     int rc = cfs_prepare(&sources, opts, &set, err);
     if (rc == 0)
-        rc = export_prepared(&set, opts, sink, log, err);
+        rc = export_prepared(src, &set, opts, sink, log, err);
     cfs_prepared_set_free(&set);
     cfs_sources_free(&sources);
     remove_tree(work);

@@ -51,7 +51,7 @@ static int add_child(cfs_volume *v, uint64_t parent, uint64_t child)
     return 0;
 }
 
-static uint64_t add_file(cfs_volume *v, uint64_t parent, vnode n)
+uint64_t cfs_vol_add_file(cfs_volume *v, uint64_t parent, vnode n)
 {
     n.parent = parent;
     uint64_t ino = n.name ? cfs_vol_add_vnode(v, n) : 0;
@@ -70,7 +70,7 @@ static uint64_t add_doc(cfs_volume *v, uint64_t parent, uint32_t ds, uint32_t no
         return 0;
     vnode n = {.kind = VN_DOC, .ds = ds, .node = node, .name = strdup(name), .text = text,
                .size = strlen(text)};
-    return add_file(v, parent, n);
+    return cfs_vol_add_file(v, parent, n);
 }
 
 static const char *last_component(const char *path)
@@ -87,7 +87,7 @@ static int add_store_folder(cfs_volume *v, uint32_t ds, const char *id)
     if (name)
         sprintf(name, "%s.zarr", id);
     vnode d = {.kind = VN_DIR, .ds = ds, .node = 0, .name = name};
-    return (v->ds[ds]->dir_ino = add_file(v, CFS_VOLUME_ROOT, d)) ? 0 : -1;
+    return (v->ds[ds]->dir_ino = cfs_vol_add_file(v, CFS_VOLUME_ROOT, d)) ? 0 : -1;
 }
 
 /* The walk that puts a store into the tree: its nodes' folders and documents (data keys
@@ -109,7 +109,7 @@ static int tree_folder(void *ctx, size_t node, const char *path, cfs_err *err)
     uint64_t parent = t->dir_of[cfs_store_parent(t->st, node)];
     vnode d = {.kind = VN_DIR, .ds = t->ds, .node = (uint32_t)node,
                .name = strdup(last_component(path))};
-    return (t->dir_of[node] = add_file(t->v, parent, d)) ? 0 : cfs_err_oom(err);
+    return (t->dir_of[node] = cfs_vol_add_file(t->v, parent, d)) ? 0 : cfs_err_oom(err);
 }
 
 static int tree_doc(void *ctx, size_t node, const char *path, const char *name, char *text,
@@ -156,15 +156,28 @@ static char *identity_of(const cfs_prepared *p, const cfs_options *o, const stru
     return s;
 }
 
+/* The datasets datasets.json lists, with the views served beside them (caller frees). */
+static cfs_catalog_entry *catalog_entries(const cfs_volume *v, size_t *n)
+{
+    cfs_catalog_entry *list = calloc(v->nds + 1, sizeof *list);
+    *n = 0;
+    for (size_t i = 0; list && i < v->nds; i++) {
+        const ds_entry *e = v->ds[i];
+        if (!e->live || !e->served || !e->p.embedding)
+            continue;
+        bool view = e->session_ino != 0;    /* served: its bytes are the node's */
+        list[(*n)++] = (cfs_catalog_entry){e->p.id, view ? e->session.sha256 : NULL,
+                                           e->session.len};
+    }
+    return list;
+}
+
 static char *catalog_text(const cfs_volume *v)
 {
-    char **ids = calloc(v->nds + 1, sizeof *ids);
-    size_t k = 0;
-    for (size_t i = 0; ids && i < v->nds; i++)
-        if (v->ds[i]->live && v->ds[i]->served && v->ds[i]->p.embedding)
-            ids[k++] = v->ds[i]->p.id;
-    char *text = ids ? cfs_catalog_json(ids, k) : NULL;
-    free(ids);
+    size_t n;
+    cfs_catalog_entry *list = catalog_entries(v, &n);
+    char *text = list ? cfs_catalog_json(list, n, v->opts.default_id) : NULL;
+    free(list);
     return text;
 }
 
@@ -280,7 +293,7 @@ static bool unchanged(cfs_volume *v, const cfs_source_list *sources)
     return same && matched == live;
 }
 
-static void remove_child(cfs_volume *v, uint64_t parent, uint64_t child)
+void cfs_vol_remove_child(cfs_volume *v, uint64_t parent, uint64_t child)
 {
     vnode *p = &v->v[parent - 1];
     for (size_t i = 0; i < p->nchildren; i++)
@@ -292,13 +305,7 @@ static void remove_child(cfs_volume *v, uint64_t parent, uint64_t child)
         }
 }
 
-/* Names whose kernel entries must be dropped once the lock is released. */
-typedef struct stale_names {
-    char **names;
-    size_t n;
-} stale_names;
-
-static void note_stale(stale_names *s, const char *name)
+void cfs_vol_note_stale(stale_names *s, const char *name)
 {
     char **grown = realloc(s->names, (s->n + 1) * sizeof *grown);
     if (grown && (grown[s->n] = strdup(name))) {
@@ -317,7 +324,8 @@ const char *cfs_vol_shown_source(const cfs_volume *v, const char *source)
 
 /* Under the lock: takes a freshly opened version in as a new live entry. Its version is the
  * stat taken before opening: a file changed during the open then differs at the next pass. */
-static int adopt(cfs_volume *v, cfs_prepared *p, const struct stat *before, stale_names *stale)
+static int adopt(cfs_volume *v, cfs_prepared *p, cfs_session *view, const struct stat *before,
+                 stale_names *stale)
 {
     ds_entry *e = calloc(1, sizeof *e);
     ds_entry **grown = e ? realloc(v->ds, (v->nds + 1) * sizeof *grown) : NULL;
@@ -339,8 +347,9 @@ static int adopt(cfs_volume *v, cfs_prepared *p, const struct stat *before, stal
     if (e->served) {
         if (add_store_folder(v, idx, e->p.id) < 0)
             return -1;
-        note_stale(stale, v->v[e->dir_ino - 1].name);
+        cfs_vol_note_stale(stale, v->v[e->dir_ino - 1].name);
     }
+    cfs_vol_session_adopt(v, e, view, stale);
     return 0;
 }
 
@@ -412,9 +421,10 @@ static void retire(cfs_volume *v, ds_entry *e, stale_names *stale)
         !(cfs_source_stat(e->p.source, &now) == 0 && cfs_vol_same_version(&now, &e->version)))
         cfs_copies_retire(v->copies, e->p.source, &e->version);
     if (e->dir_ino) {
-        remove_child(v, CFS_VOLUME_ROOT, e->dir_ino);
-        note_stale(stale, v->v[e->dir_ino - 1].name);
+        cfs_vol_remove_child(v, CFS_VOLUME_ROOT, e->dir_ino);
+        cfs_vol_note_stale(stale, v->v[e->dir_ino - 1].name);
     }
+    cfs_vol_session_retire(v, e, stale);
     cfs_vol_close_if_idle(e);
 }
 
@@ -446,8 +456,8 @@ static void retire_changed(cfs_volume *v, const cfs_source_list *sources,
     cfs_strset_free(listed);
 }
 
-static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before,
-                 stale_names *stale)
+static int merge(cfs_volume *v, cfs_prepared_set *set, cfs_session *views,
+                 const struct stat *before, stale_names *stale)
 {
     bool *keep = calloc(v->nds + 1, sizeof *keep);
     if (!keep)
@@ -463,27 +473,65 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
             keep[k] = true;
             continue;
         }
-        rc = adopt(v, p, &before[p->from], stale);
+        rc = adopt(v, p, &views[i], &before[p->from], stale);
     }
     live_index_free(&ix);
     for (size_t k = 0; k < old; k++)
         if (v->ds[k]->live && !keep[k])
             retire(v, v->ds[k], stale);
     free(keep);
+    return cfs_vol_publish_catalog(v, stale) < 0 ? -1 : rc;
+}
+
+int cfs_vol_replace_version(cfs_volume *v, uint64_t *current, uint64_t *prev, uint64_t fresh)
+{
+    vnode *root = &v->v[CFS_VOLUME_ROOT - 1];
+    size_t at = root->nchildren;
+    for (size_t i = 0; *current && i < root->nchildren; i++)
+        if (root->children[i] == *current)
+            at = i;
+    if (fresh && at < root->nchildren)
+        root->children[at] = fresh;
+    else if (at < root->nchildren)
+        cfs_vol_remove_child(v, CFS_VOLUME_ROOT, *current);
+    else if (fresh && add_child(v, CFS_VOLUME_ROOT, fresh) < 0)
+        return -1;
+    if (*prev) {
+        free(v->v[*prev - 1].text);
+        v->v[*prev - 1].text = NULL;
+    }
+    *prev = *current;
+    *current = fresh;
+    return 0;
+}
+
+/* A new version is a new node (docs/design.md §8): the kernel looks the name up again at each
+ * open, and an inode's bytes never change under a reader. */
+int cfs_vol_publish_catalog(cfs_volume *v, stale_names *stale)
+{
     char *text = catalog_text(v);
     if (!text)
         return -1;
-    vnode *cat = &v->v[v->catalog_ino - 1];
-    if (!cat->text || strcmp(cat->text, text) != 0) {
-        note_stale(stale, "datasets.json");
-        /* Its ETag (mtime + size) must change whenever its bytes do. */
-        clock_gettime(CLOCK_REALTIME, &cat->mtime);
-        v->v[CFS_VOLUME_ROOT - 1].mtime = cat->mtime;
+    const char *now = v->v[v->catalog_ino - 1].text;
+    if (now && strcmp(now, text) == 0) {
+        free(text);
+        return 0;
     }
-    free(cat->text);
-    cat->text = text;
-    cat->size = strlen(text);
-    return rc;
+    vnode fresh = {.kind = VN_CATALOG, .name = strdup("datasets.json"), .text = text,
+                   .size = strlen(text), .parent = CFS_VOLUME_ROOT};
+    /* Its ETag (mtime + size) must change whenever its bytes do. */
+    clock_gettime(CLOCK_REALTIME, &fresh.mtime);
+    uint64_t ino = fresh.name ? cfs_vol_add_vnode(v, fresh) : 0;
+    if (!ino) {
+        free(fresh.name);
+        free(text);
+        return -1;
+    }
+    if (cfs_vol_replace_version(v, &v->catalog_ino, &v->catalog_prev_ino, ino) < 0)
+        return -1;
+    v->v[CFS_VOLUME_ROOT - 1].mtime = fresh.mtime;
+    cfs_vol_note_stale(stale, "datasets.json");
+    return 0;
 }
 
 /* Under the lock: the sources served already at their current version are not opened again:
@@ -529,6 +577,59 @@ static void known_free(cfs_known_source *known, size_t n)
     free(known);
 }
 
+/* Takes in what changed among the sources: opens the new and changed ones (reading metadata
+ * only, outside the lock, so serving goes on meanwhile) with their views, and retires what
+ * left. */
+static int refresh_sources(cfs_volume *v, const cfs_source_list *sources, stale_names *stale,
+                           cfs_err *err)
+{
+    cfs_prepared_set set = {0};
+    struct stat *before = calloc(sources->n + 1, sizeof *before);
+    for (size_t i = 0; before && i < sources->n; i++)
+        cfs_source_stat(sources->paths[i], &before[i]);
+    cfs_known_source *known = before ? calloc(sources->n + 1, sizeof *known) : NULL;
+    if (known) {
+        pthread_mutex_lock(&v->lock);
+        retire_changed(v, sources, before, stale);
+        if (note_known(v, sources, before, known) < 0) {
+            known_free(known, sources->n);
+            known = NULL;
+        }
+        pthread_mutex_unlock(&v->lock);
+    }
+    int rc = known ? cfs_prepare_reusing(sources, &v->opts, known, &set, err)
+                   : cfs_err_oom(err);
+    known_free(known, sources->n);
+    cfs_session *views = rc == 0 ? calloc(set.n + 1, sizeof *views) : NULL;
+    if (rc == 0 && (!views || cfs_vol_sessions_of_new(v, &set, views, err) < 0))
+        rc = cfs_err_oom(err);
+    pthread_mutex_lock(&v->lock);
+    if (rc == 0 && merge(v, &set, views, before, stale) < 0)
+        rc = cfs_err_oom(err);
+    pthread_mutex_unlock(&v->lock);
+    for (size_t i = 0; views && i < set.n; i++)
+        cfs_session_clear(&views[i]);       /* those not taken in */
+    free(views);
+    free(before);
+    cfs_prepared_set_free(&set);
+    return rc;
+}
+
+/* Drops the kernel's entries of what changed (a negative one of a name that now exists too):
+ * datasets.json last, after the stores and views it names. */
+static void invalidate_stale(cfs_volume *v, stale_names *stale)
+{
+    for (int catalog = 0; catalog < 2; catalog++)
+        for (size_t i = 0; i < stale->n; i++) {
+            bool is_catalog = strcmp(stale->names[i], "datasets.json") == 0;
+            if (is_catalog == (catalog == 1) && v->invalidate)
+                v->invalidate(v->invalidate_ctx, CFS_VOLUME_ROOT, stale->names[i], 0);
+        }
+    for (size_t i = 0; i < stale->n; i++)
+        free(stale->names[i]);
+    free(stale->names);
+}
+
 int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
 {
     pthread_mutex_lock(&v->refreshing);
@@ -537,44 +638,13 @@ int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
     pthread_mutex_lock(&v->lock);
     bool same = rc == 0 && v->catalog_ino && unchanged(v, &sources);
     pthread_mutex_unlock(&v->lock);
-    if (rc < 0 || same) {
-        if (rc == 0)
-            cfs_sources_free(&sources);
-        pthread_mutex_unlock(&v->refreshing);
-        return rc;
-    }
-    /* Opening reads metadata only; it runs outside the lock so serving goes on meanwhile. */
-    cfs_prepared_set set = {0};
     stale_names stale = {0};
-    struct stat *before = calloc(sources.n + 1, sizeof *before);
-    for (size_t i = 0; before && i < sources.n; i++)
-        cfs_source_stat(sources.paths[i], &before[i]);
-    cfs_known_source *known = before ? calloc(sources.n + 1, sizeof *known) : NULL;
-    if (known) {
-        pthread_mutex_lock(&v->lock);
-        retire_changed(v, &sources, before, &stale);
-        if (note_known(v, &sources, before, known) < 0) {
-            known_free(known, sources.n);
-            known = NULL;
-        }
-        pthread_mutex_unlock(&v->lock);
-    }
-    rc = known ? cfs_prepare_reusing(&sources, &v->opts, known, &set, err)
-               : cfs_err_oom(err);
-    known_free(known, sources.n);
-    pthread_mutex_lock(&v->lock);
-    if (rc == 0 && merge(v, &set, before, &stale) < 0)
-        rc = cfs_err_oom(err);
-    pthread_mutex_unlock(&v->lock);
-    free(before);
-    for (size_t i = 0; i < stale.n; i++) {
-        if (v->invalidate)
-            v->invalidate(v->invalidate_ctx, CFS_VOLUME_ROOT, stale.names[i],
-                          strcmp(stale.names[i], "datasets.json") == 0 ? v->catalog_ino : 0);
-        free(stale.names[i]);
-    }
-    free(stale.names);
-    cfs_prepared_set_free(&set);
+    if (rc == 0 && !same)
+        rc = refresh_sources(v, &sources, &stale, err);
+    /* A view changes without its source: looked at on every pass (a stat each). */
+    if (rc == 0)
+        rc = cfs_vol_sessions_refresh(v, &stale, err);
+    invalidate_stale(v, &stale);
     cfs_sources_free(&sources);
     pthread_mutex_unlock(&v->refreshing);
     return rc;
@@ -602,8 +672,8 @@ static int build(cfs_volume *v, cfs_err *err)
     clock_gettime(CLOCK_REALTIME, &cat.mtime);
     v->v[CFS_VOLUME_ROOT - 1].mtime = cat.mtime;
     status.mtime = cat.mtime;
-    v->catalog_ino = add_file(v, CFS_VOLUME_ROOT, cat);
-    if (!v->catalog_ino || !add_file(v, CFS_VOLUME_ROOT, status))
+    v->catalog_ino = cfs_vol_add_file(v, CFS_VOLUME_ROOT, cat);
+    if (!v->catalog_ino || !cfs_vol_add_file(v, CFS_VOLUME_ROOT, status))
         return cfs_err_oom(err);
     return cfs_volume_refresh(v, err);
 }
@@ -755,6 +825,7 @@ void cfs_volume_close(cfs_volume *v)
         cfs_store_free(e->store);
         free(e->identity);
         free(e->chunk_failure);
+        cfs_session_clear(&e->session);
         cfs_prepared_set one = {&e->p, 1};
         cfs_prepared_set_free_items(&one);
         free(e);
@@ -780,6 +851,7 @@ void cfs_vol_attr_of(const cfs_volume *v, uint64_t ino, cfs_vattr *a)
     a->is_dir = cfs_vol_is_folder(n->kind);
     a->size = n->size;
     a->volatile_size = n->kind == VN_STATUS;
+    a->volatile_name = n->kind == VN_CATALOG || n->kind == VN_SESSION;
     /* Per source version: an ETag (mtime + size) changes exactly when the source does. */
     if (n->kind == VN_DIR || n->kind == VN_DOC || n->kind == VN_KEYDIR || n->kind == VN_CHUNK)
         a->mtime = v->ds[n->ds]->version.st_mtim;
@@ -919,6 +991,22 @@ static void damage_reason(const cfs_reader_fault *f, char *buf, size_t len)
              f->what, f->element[0] ? "reading " : "while opening it", f->element);
 }
 
+/* Under the lock: the dataset datasets.json opens on, and why it is not the one -o default
+ * names when it is not. */
+static json_t *catalog_status(const cfs_volume *v)
+{
+    size_t n;
+    cfs_catalog_entry *list = catalog_entries(v, &n);
+    const char *wanted = v->opts.default_id;
+    const char *chosen = list ? cfs_catalog_default(list, n, wanted) : NULL;
+    char *note = list ? cfs_catalog_default_note(list, n, wanted) : NULL;
+    json_t *j = json_pack("{s:s?, s:s?, s:s?}", "default", chosen, "default_asked",
+                          wanted[0] ? wanted : NULL, "default_note", note);
+    free(note);
+    free(list);
+    return j;
+}
+
 static char *status_text(cfs_volume *v)
 {
     json_t *list = json_array();
@@ -977,19 +1065,23 @@ static char *status_text(cfs_volume *v)
                                 shown_json(p->ds->no_embedding_hint
                                                ? p->ds->no_embedding_hint
                                                : CFS_NO_EMBEDDING_ADVICE));
+        json_t *view = cfs_vol_session_status(v, v->ds[i]);
+        if (view)
+            json_object_set_new(e, "session", view);
         json_array_append_new(list, e);
     }
+    json_t *catalog = catalog_status(v);
     pthread_mutex_unlock(&v->lock);
     cfs_cache_stats cs;
     cfs_cache_stats_get(v->cache, &cs);
-    json_t *doc = json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
-                            "sources", list, "cache", "hits", (json_int_t)cs.hits, "misses",
-                            (json_int_t)cs.misses, "produced", (json_int_t)cs.produced,
-                            "evicted", (json_int_t)cs.evicted, "bytes", (json_int_t)cs.bytes,
-                            "entries", (json_int_t)cs.entries, "work_bytes",
-                            (json_int_t)cs.work_bytes, "work_dropped",
-                            (json_int_t)cfs_space_dropped(v->work_space), "max_bytes",
-                            (json_int_t)cs.max_bytes, "store_failures",
+    json_t *doc = json_pack("{s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+                            "s:I}}", "sources", list, "catalog", catalog, "cache",
+                            "hits", (json_int_t)cs.hits, "misses", (json_int_t)cs.misses,
+                            "produced", (json_int_t)cs.produced, "evicted",
+                            (json_int_t)cs.evicted, "bytes", (json_int_t)cs.bytes, "entries",
+                            (json_int_t)cs.entries, "work_bytes", (json_int_t)cs.work_bytes,
+                            "work_dropped", (json_int_t)cfs_space_dropped(v->work_space),
+                            "max_bytes", (json_int_t)cs.max_bytes, "store_failures",
                             (json_int_t)cs.store_failures, "dropped", (json_int_t)cs.dropped);
     char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(doc);
@@ -1005,8 +1097,10 @@ int cfs_volume_read_all(cfs_volume *v, uint64_t ino, cfs_buf *out, cfs_err *err)
     }
     vnode n = v->v[ino - 1];
     int rc = 0;
-    if (n.kind == VN_DOC || n.kind == VN_CATALOG)
+    if ((n.kind == VN_DOC || n.kind == VN_CATALOG || n.kind == VN_SESSION) && n.text)
         rc = cfs_buf_append(out, n.text, n.size) < 0 ? cfs_err_oom(err) : 0;
+    else if (n.kind == VN_CATALOG || n.kind == VN_SESSION)  /* replaced twice, bytes let go */
+        rc = cfs_err_set(err, "%s: replaced by newer versions; read it again", n.name);
     pthread_mutex_unlock(&v->lock);
     if (n.kind == VN_CHUNK) {
         rc = cfs_vol_key_bytes(v, n.ds, n.node, n.chunk, out, err);
