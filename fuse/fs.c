@@ -192,7 +192,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     e.ino = a.ino;
     e.generation = 1;
     to_stat(&a, &e.attr);
-    e.attr_timeout = e.entry_timeout = a.volatile_size ? 0 : LONG_TIMEOUT;
+    e.attr_timeout = a.volatile_size ? 0 : LONG_TIMEOUT;
+    /* datasets.json and the views it names change together: each open looks both up again,
+     * so no kernel entry pairs a new catalog with an old view, or the other way round */
+    e.entry_timeout = a.volatile_size || a.volatile_name ? 0 : LONG_TIMEOUT;
     fuse_reply_entry(req, &e);
 }
 

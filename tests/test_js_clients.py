@@ -28,6 +28,7 @@ with a zero-length dimension open but cannot be read ("Input contains an empty i
 """
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -42,7 +43,7 @@ import numpy as np
 import pytest
 import zarr
 
-from conftest import FIXTURES_DIR, REPO
+from conftest import FIXTURES_DIR, REPO, good_path
 
 JS_DIR = Path(os.environ.get("CELLUCID_FS_JS_DIR") or str(REPO / "tests" / "js"))
 LOCK = JS_DIR / "package-lock.json"
@@ -588,6 +589,46 @@ def test_browser_reads_stores_cross_origin(mounts, nginx_on, js, tmp_path):
     missing = [c for c in H5AD_COVERS if not seen[c]]
     assert not missing, f"the browser exercised none of {missing}: {dict(seen)}"
     assert all("uns/" in l for l in limits), limits
+
+
+def test_browser_checks_published_views_cross_origin(mounts, nginx_on, js, tmp_path):
+    """The viewer's own check, in Chromium on another origin: the page fetches datasets.json
+    and each view it names from the mount's nginx (CORS), and the length and SHA-256
+    (crypto.subtle.digest) of the bytes it received are the ones listed, and the file's
+    (hashlib, here)."""
+    chromium = chromium_binary()
+    src = tmp_path / "src"
+    src.mkdir()
+    views = {"dense_f32": FIXTURES_DIR / "sessions" / "dense_f32.cellucid-session",
+             "csr_f32": FIXTURES_DIR / "sessions" / "dense_f32_v2.cellucid-session"}
+    for name in ("dense_f32", "csr_f32", "categoricals"):
+        shutil.copyfile(good_path(name), src / f"{name}.h5ad")
+    for did, view in views.items():
+        shutil.copyfile(view, src / f"{did}.cellucid-session")
+    m = mounts(src, opts=["default=dense_f32"])
+    data = nginx_on(m.mnt)
+    page_dir = tmp_path / "page"
+    js.run("build_page.mjs", page_dir)
+    page = nginx_on(page_dir)
+    q = "?" + urllib.parse.urlencode({"base": data.url(), "catalog": "1"})
+    out = js.run("browser_client.mjs", chromium, js.profile(), page.url("index.html") + q)
+    r = out["page"]
+    assert "fatal" not in r, r["fatal"]
+    c = r["catalog"]
+    assert c["status"] == 200 and c["type"] == "cors" and c["secureContext"], c
+    assert c["default"] == "dense_f32" and c["ids"] == ["categoricals", "csr_f32", "dense_f32"], c
+    got = {v["id"]: v for v in c["views"]}
+    assert sorted(got) == sorted(views), got
+    for did, view in views.items():
+        want = view.read_bytes()
+        v = got[did]
+        assert v["status"] == 200 and v["type"] == "cors", v
+        assert v["url"] == data.url(f"{did}.cellucid-session"), v
+        assert v["accepted"], f"the viewer would refuse {did}'s view: {v}"
+        assert v["length"] == len(want) and v["sha256"] == hashlib.sha256(want).hexdigest(), v
+        assert bytes.fromhex(v["head"]) == b"CELLUCID_SESSION\n", v
+    failed = [f for f in out["failedRequests"] if not f.startswith("HEAD ")]
+    assert not failed and not out["pageErrors"], (failed, out["pageErrors"])
 
 
 # ---------------------------------------------------------------------------------------------

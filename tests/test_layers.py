@@ -45,7 +45,7 @@ def test_isolate_sits_between_formats_and_catalog():
     for path in sorted((ROOT / "src/isolate").glob("*.[ch]")):
         used = set(QUOTED_INCLUDE.findall(path.read_text())) - allowed
         assert not used, f"src/isolate/{path.name} includes {used}"
-    below = [p for d in ("src/base", "src/model", "src/layout", "src/zarr", "formats", "cache")
+    below = [p for d in ("src/base", "src/model", "src/layout", "src/store", "formats", "cache")
              for p in (ROOT / d).rglob("*.[ch]")]
     for path in below:
         used = set(QUOTED_INCLUDE.findall(path.read_text())) & isolate

@@ -68,6 +68,7 @@ from conftest import (
     nginx_on,
     not_in_catalog_lines,
     refused_lines,
+    read_catalog,
     run_cfs,
     snapshot,
     strip_format_ext,
@@ -325,7 +326,9 @@ def test_mount_equals_export_every_fixture(cfs, mounts, oracle, tmp_path):
         assert_adata_equal(ad.read_zarr(str(store)), oracle(name), dataset_id=did, dataset_name=fixture_name(name))
 
     st = m.status()
-    assert list(st.keys()) == ["sources", "cache"], list(st.keys())
+    assert list(st.keys()) == ["sources", "catalog", "cache"], list(st.keys())
+    first = sorted(d["id"] for d in read_catalog(m.mnt)["datasets"])[0]
+    assert st["catalog"] == {"default": first, "default_asked": None, "default_note": None}
     srcs = by_source(st)
     assert sorted(srcs) == sorted(GOOD[n]["file"] for n in GOOD_NAMES), sorted(srcs)
     for name in GOOD_NAMES:

@@ -4,8 +4,10 @@ input (byte for byte, key for key), anndata reading the stores back over plain H
 client of the tests' own (rgw.S3, SigV4 from AWS's specification) for listing and reading.
 """
 
+import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import pytest
 import zarr
 
 from conftest import (
+    FIXTURES_DIR,
     GOOD_DIR,
     REPO,
     TIMEOUT,
@@ -73,9 +76,9 @@ def s3_env(**over):
     return env
 
 
-def export_s3(cfs, gateway, src, prefix, endpoint=None, env=None, timeout=TIMEOUT):
+def export_s3(cfs, gateway, src, prefix, endpoint=None, env=None, timeout=TIMEOUT, opts=""):
     return subprocess.run(
-        [str(cfs), "export", "-o", f"s3_endpoint={endpoint or gateway.endpoint}", str(src),
+        [str(cfs), "export", "-o", f"s3_endpoint={endpoint or gateway.endpoint}{opts}", str(src),
          f"s3://{BUCKET}/{prefix}"],
         capture_output=True, text=True, timeout=timeout, env=env or s3_env())
 
@@ -219,22 +222,28 @@ def _poll_listing(gateway, prefix, stop, seen):
         time.sleep(0.02)
 
 
-def test_catalog_is_written_last(cfs, gateway, big_input, tmp_path):
-    """The first listing that shows datasets.json already shows every other object: a reader
-    never finds a catalog naming a store not yet whole."""
-    prefix = "order/"
+def _export_watching_the_catalog(cfs, gateway, src, prefix):
+    """Exports src to prefix while listing it: the first listing that holds datasets.json,
+    and the final one."""
     stop, seen = threading.Event(), []
     t = threading.Thread(target=_poll_listing, args=(gateway, prefix, stop, seen))
     t.start()
     try:
-        r = export_s3(cfs, gateway, big_input, prefix)
+        r = export_s3(cfs, gateway, src, prefix)
     finally:
         time.sleep(0.5)
         stop.set()
         t.join()
     assert r.returncode == 0, describe(r)
-    final = set(gateway.s3().list(BUCKET, prefix))
-    assert seen and seen[0] == final
+    assert seen, "no listing showed datasets.json"
+    return seen[0], set(gateway.s3().list(BUCKET, prefix))
+
+
+def test_catalog_is_written_last(cfs, gateway, big_input, tmp_path):
+    """The first listing that shows datasets.json already shows every other object: a reader
+    never finds a catalog naming a store not yet whole."""
+    first, final = _export_watching_the_catalog(cfs, gateway, big_input, "order/")
+    assert first == final
     assert len(final) > 100
 
 
@@ -333,3 +342,75 @@ def test_credentials_file_profile(cfs, gateway, tmp_path):
     r = export_s3(cfs, gateway, GOOD_DIR / "dense_f32.h5ad", "profile/", env=env)
     assert r.returncode == 0, describe(r)
     assert summary(r.stderr)[0] > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# published views (tests/test_sessions.py has the rules; here: the objects and their order)
+
+VIEW = (FIXTURES_DIR / "sessions" / "dense_f32.cellucid-session").read_bytes()
+VIEW_2 = (FIXTURES_DIR / "sessions" / "dense_f32_v2.cellucid-session").read_bytes()
+
+
+def _with_view(folder, data, sources=("dense_f32", "csr_f32")):
+    folder.mkdir()
+    for name in sources:
+        shutil.copyfile(GOOD_DIR / f"{name}.h5ad", folder / f"{name}.h5ad")
+    (folder / "dense_f32.cellucid-session").write_bytes(data)
+    return folder
+
+
+def test_view_is_an_object_and_reruns_send_only_what_changed(cfs, gateway, tmp_path):
+    """The view is the object dense_f32.cellucid-session with the file's bytes, listed in
+    datasets.json with its length and SHA-256 (hashlib), and the objects are the folder
+    export's. A rerun skips it (same size and MD5); a changed view is sent again with
+    datasets.json and nothing else; a removed one leaves datasets.json without it."""
+    src = _with_view(tmp_path / "src", VIEW)
+    prefix = "views/"
+    r = export_s3(cfs, gateway, src, prefix, opts=",default=dense_f32")
+    assert r.returncode == 0, describe(r)
+    folder = tmp_path / "folder"
+    assert run_cfs(cfs, "export", "-o", "default=dense_f32", src, folder).returncode == 0
+    got = objects(gateway, prefix)
+    assert got == tree_bytes(folder)
+    assert got["dense_f32.cellucid-session"] == VIEW
+    catalog = json.loads(got["datasets.json"])
+    assert catalog["default"] == "dense_f32"
+    assert catalog["datasets"][1]["session"] == {
+        "path": "dense_f32.cellucid-session", "bytes": len(VIEW),
+        "sha256": hashlib.sha256(VIEW).hexdigest()}
+    _, headers, _ = gateway.s3().request("GET", BUCKET, prefix + "dense_f32.cellucid-session")
+    assert headers["Content-Type"] == "application/octet-stream"
+
+    r = export_s3(cfs, gateway, src, prefix, opts=",default=dense_f32")
+    assert r.returncode == 0, describe(r)
+    assert summary(r.stderr) == (0, len(got))
+
+    (src / "dense_f32.cellucid-session").write_bytes(VIEW_2)
+    r = export_s3(cfs, gateway, src, prefix, opts=",default=gone")
+    assert r.returncode == 0, describe(r)
+    assert "cellucid-fs: default=gone is not in datasets.json: it opens on csr_f32, the first " \
+        "id" in r.stderr.splitlines(), describe(r)
+    assert summary(r.stderr) == (2, len(got) - 2)      # the view and datasets.json
+    got = objects(gateway, prefix)
+    assert got["dense_f32.cellucid-session"] == VIEW_2
+    catalog = json.loads(got["datasets.json"])
+    assert catalog["default"] == "csr_f32"
+    assert catalog["datasets"][1]["session"]["sha256"] == hashlib.sha256(VIEW_2).hexdigest()
+
+    (src / "dense_f32.cellucid-session").unlink()
+    r = export_s3(cfs, gateway, src, prefix)
+    assert r.returncode == 0, describe(r)
+    assert summary(r.stderr) == (1, len(got) - 2)      # datasets.json only
+    catalog = json.loads(objects(gateway, prefix)["datasets.json"])
+    assert all("session" not in d for d in catalog["datasets"]), catalog
+
+
+def test_view_is_stored_before_the_catalog(cfs, gateway, big_input, tmp_path):
+    """The first listing that shows datasets.json already shows the view it names."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(big_input, src / "big.h5ad")
+    (src / "big.cellucid-session").write_bytes(VIEW)
+    first, final = _export_watching_the_catalog(cfs, gateway, src, "view-order/")
+    assert "view-order/big.cellucid-session" in final
+    assert first == final

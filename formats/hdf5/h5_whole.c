@@ -16,12 +16,6 @@ static struct {
 } versions[VERSIONS];
 static size_t next_version;
 
-static bool same_version(const struct stat *a, const struct stat *b)
-{
-    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
-}
-
 /* The file at path opened from memory, if it is small and the same version is found there
  * before and after libhdf5 read it; else -1. */
 static hid_t open_whole(const char *path, hid_t fapl)
@@ -37,7 +31,7 @@ static hid_t open_whole(const char *path, hid_t fapl)
     if (whole >= 0)
         H5Pclose(whole);
     cfs_h5_objkey key;
-    if (file >= 0 && stat(path, &after) == 0 && same_version(&before, &after) &&
+    if (file >= 0 && stat(path, &after) == 0 && cfs_same_version(&before, &after) &&
         cfs_h5_object_key(file, &key) == 0) {
         versions[next_version].fileno = key.fileno;
         versions[next_version].st = before;

@@ -414,6 +414,12 @@ static int object_info(const char *url, cfs_remote_info *out, cfs_err *err)
     return claimed || err->status == CFS_ENOMEM ? rc : cfs_remote_info_of(url, out, err);
 }
 
+bool cfs_same_version(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
 int cfs_source_stat(const char *name, struct stat *st)
 {
     if (!cfs_is_url(name))

@@ -123,6 +123,8 @@ bool cfs_remote_failed(void);
  * members' versions), so that whatever compares versions of local files compares remote ones
  * alike. -1 with errno set (EIO for a URL that cannot be asked). */
 int cfs_source_stat(const char *name, struct stat *st);
+/* Whether two such stats are one version of a source: device, inode, size and mtime. */
+bool cfs_same_version(const struct stat *a, const struct stat *b);
 
 /* The name a URL gives its dataset: the part after "#" (a NAME.url file's NAME, §11), else the
  * last component of its path; malloc'd, NULL when out of memory. */

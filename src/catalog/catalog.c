@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "identity.h"
+#include "session.h"
+#include "strfmt.h"
 #include "strset.h"
 
 /* Sets, not scans: a folder of ten thousand sources has fifty million pairs of ids. */
@@ -72,30 +74,73 @@ int cfs_catalog_distinct_ids(char **ids, size_t n, bool *clashed)
     return rc;
 }
 
-static int compare_ids(const void *a, const void *b)
+static int compare_entries(const void *a, const void *b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return strcmp(((const cfs_catalog_entry *)a)->id, ((const cfs_catalog_entry *)b)->id);
 }
 
-char *cfs_catalog_json(char *const *ids, size_t n)
+const char *cfs_catalog_default(const cfs_catalog_entry *e, size_t n, const char *wanted)
 {
-    char **sorted = malloc((n ? n : 1) * sizeof *sorted);
+    const char *first = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (wanted && strcmp(e[i].id, wanted) == 0)
+            return wanted;
+        if (!first || strcmp(e[i].id, first) < 0)
+            first = e[i].id;
+    }
+    return first;
+}
+
+char *cfs_catalog_default_note(const cfs_catalog_entry *e, size_t n, const char *wanted)
+{
+    if (!wanted || !wanted[0])
+        return NULL;
+    const char *chosen = cfs_catalog_default(e, n, wanted);
+    if (chosen == wanted)
+        return NULL;
+    return chosen ? cfs_strdupf("default=%s is not in datasets.json: it opens on %s, the first "
+                                "id", wanted, chosen)
+                  : cfs_strdupf("default=%s is not in datasets.json, which lists no dataset",
+                                wanted);
+}
+
+/* An entry's JSON: ids use only URL-unreserved characters, so the paths made of them are their
+ * own canonical URL encoding. */
+static json_t *entry_json(const cfs_catalog_entry *e)
+{
+    char *path = cfs_strdupf("%s.zarr/", e->id);
+    json_t *j = path ? json_pack("{s:s, s:s}", "id", e->id, "path", path) : NULL;
+    free(path);
+    if (j && e->session_sha256) {
+        char *name = cfs_session_served_name(e->id);
+        json_t *view = name ? json_pack("{s:s, s:I, s:s}", "path", name, "bytes",
+                                        (json_int_t)e->session_len, "sha256", e->session_sha256)
+                            : NULL;
+        free(name);
+        if (!view || json_object_set_new(j, "session", view) < 0) {
+            json_decref(j);
+            j = NULL;
+        }
+    }
+    return j;
+}
+
+char *cfs_catalog_json(const cfs_catalog_entry *e, size_t n, const char *wanted_default)
+{
+    cfs_catalog_entry *sorted = malloc((n ? n : 1) * sizeof *sorted);
     if (!sorted)
         return NULL;
-    memcpy(sorted, ids, n * sizeof *sorted);
-    qsort(sorted, n, sizeof *sorted, compare_ids);
+    if (n)
+        memcpy(sorted, e, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, compare_entries);
     json_t *list = json_array();
-    for (size_t i = 0; list && i < n; i++) {
-        /* Ids use only URL-unreserved characters, so the path needs no escaping. */
-        char *path = malloc(strlen(sorted[i]) + sizeof ".zarr/");
-        if (!path)
-            break;
-        sprintf(path, "%s.zarr/", sorted[i]);
-        json_array_append_new(list, json_pack("{s:s, s:s}", "id", sorted[i], "path", path));
-        free(path);
-    }
-    json_t *doc = json_pack("{s:i, s:s?, s:o}", "schema", 2, "default", n ? sorted[0] : NULL,
-                            "datasets", list);
+    bool ok = list != NULL;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = json_array_append_new(list, entry_json(&sorted[i])) == 0;
+    json_t *doc = ok ? json_pack("{s:i, s:s?, s:O}", "schema", 2, "default",
+                                 cfs_catalog_default(sorted, n, wanted_default), "datasets", list)
+                     : NULL;
+    json_decref(list);
     free(sorted);
     char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(doc);

@@ -24,6 +24,33 @@ bool cfs_id_valid(const char *id)
     return true;
 }
 
+/* Where in the local path the name of its datasets is: its last component, or the folder
+ * holding it when that is a folder whose name says nothing of its data (Cell Ranger's run1/outs/
+ * after its run; multi's per_sample_outs/<sample>/count/ after its sample; the formats say
+ * which names those are): [*start, *start + *len), *own false then. */
+static void naming_entry(const char *path, size_t *start, size_t *len, bool *own)
+{
+    size_t end = strlen(path);
+    while (end > 1 && path[end - 1] == '/')
+        end--;
+    size_t base = end;
+    while (base > 0 && path[base - 1] != '/')
+        base--;
+    *own = true;
+    *start = base;
+    *len = end - base;
+    if (base > 1 && cfs_format_unnamed_folder(path + base, end - base)) {
+        size_t parent_end = base - 1, parent = parent_end;
+        while (parent > 0 && path[parent - 1] != '/')
+            parent--;
+        if (parent_end > parent) {
+            *own = false;
+            *start = parent;
+            *len = parent_end - parent;
+        }
+    }
+}
+
 char *cfs_source_stem(const char *path)
 {
     if (cfs_is_url(path)) {
@@ -32,28 +59,21 @@ char *cfs_source_stem(const char *path)
             name[cfs_format_stem_len(name)] = '\0';
         return name;
     }
-    size_t len = strlen(path);
-    while (len > 1 && path[len - 1] == '/')
-        len--;
-    const char *base = path;
-    for (size_t i = 0; i < len; i++)
-        if (path[i] == '/' && i + 1 < len)
-            base = path + i + 1;
-    size_t n = len - (size_t)(base - path);
-    /* A folder whose name says nothing of its data is named after the folder holding it (Cell
-     * Ranger's run1/outs/ after its run; multi's per_sample_outs/<sample>/count/ after its
-     * sample); the formats say which names those are. */
-    if (cfs_format_unnamed_folder(base, n) && base > path + 1) {
-        const char *end = base - 1, *start = end;
-        while (start > path && start[-1] != '/')
-            start--;
-        if (end > start)
-            return strndup(start, (size_t)(end - start));
-    }
-    char *name = strndup(base, n);
-    if (name)
+    size_t start, len;
+    bool own;
+    naming_entry(path, &start, &len, &own);
+    char *name = strndup(path + start, len);
+    if (name && own)
         name[cfs_format_stem_len(name)] = '\0';
     return name;
+}
+
+char *cfs_source_naming_folder(const char *path)
+{
+    size_t start, len;
+    bool own;
+    naming_entry(path, &start, &len, &own);
+    return start == 0 ? strdup(".") : strndup(path, start > 1 ? start - 1 : 1);
 }
 
 char *cfs_source_part_stem(const char *path, const char *part)

@@ -13,6 +13,9 @@
 bool cfs_id_valid(const char *id);
 /* The file or folder name without directory and format extension (caller frees). */
 char *cfs_source_stem(const char *path);
+/* The folder holding the entry a local source's datasets are named after (cfs_source_stem):
+ * pbmc.h5ad's folder, run1/'s for run1/outs/ (caller frees; NULL when out of memory). */
+char *cfs_source_naming_folder(const char *path);
 /* What a dataset of path is called before its own name: the stem, and for one part of an input
  * of several (an R workspace's object) "<stem>-<part>" (caller frees). */
 char *cfs_source_part_stem(const char *path, const char *part);

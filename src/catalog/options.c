@@ -154,6 +154,23 @@ static int set_s3_endpoint(cfs_options *o, const char *value, cfs_err *err)
     return 0;
 }
 
+/* Any valid id: one not listed now may be once its source appears (the catalog then falls
+ * back to its first id and says so). */
+static int set_default(cfs_options *o, const char *value, cfs_err *err)
+{
+    if (!cfs_id_valid(value))
+        return cfs_err_setc(err, CFS_EINVALID, "default=%s: not a dataset id (1 to 180 ASCII "
+                            "letters, digits, '.', '_' or '-', starting with a letter or digit, "
+                            "not ending with '.')", value);
+    strcpy(o->default_id, value);
+    return 0;
+}
+
+cfs_store_opts cfs_options_store(const cfs_options *o)
+{
+    return (cfs_store_opts){o->codec, CFS_ZARR_V2, false};
+}
+
 cfs_isolation cfs_options_isolation(const cfs_options *o)
 {
     cfs_isolation iso = o->isolate;
@@ -180,6 +197,7 @@ static const struct {
     {"remote_poll", set_remote_poll},
     {"remote_cafile", set_remote_cafile},
     {"s3_endpoint", set_s3_endpoint},
+    {"default", set_default},
 };
 
 /* Options this program does not know are libfuse's when mounting (allow_other, ...). */

@@ -7,8 +7,10 @@
 
 #include "codec.h"
 #include "error.h"
+#include "identity.h"
 #include "isolated.h"
 #include "layout.h"
+#include "store.h"
 
 /* Where a front end puts the decompressed copy of a compressed input (x.h5ad.gz) a format reads
  * only from disk: export in its work folder, the mount in its cache. */
@@ -43,6 +45,8 @@ typedef struct cfs_options {
     } remote;
     /* s3:// sources and export to s3://: an S3-compatible service's URL (path-style); "" = AWS */
     char s3_endpoint[1024];
+    /* The id datasets.json opens on when it lists it (-o default); "": the first id. */
+    char default_id[CFS_ID_MAX + 1];
     /* mount only */
     char cache_dir[4096];           /* "" = the default */
     uint64_t cache_size;
@@ -56,6 +60,9 @@ void cfs_options_init(cfs_options *o);
 /* The isolation the options ask for, with the defaults filled in: a worker's memory limit is
  * 4 x memory + 1G (its reads are the layout's slabs; libraries and their caches need room). */
 cfs_isolation cfs_options_isolation(const cfs_options *o);
+/* What a store is made with under these options (the compressor, the Zarr format and its
+ * sharding). */
+cfs_store_opts cfs_options_store(const cfs_options *o);
 /* Parses one comma-separated option list into o; unknown names and bad values are errors. */
 int cfs_options_parse(cfs_options *o, const char *list, cfs_err *err);
 

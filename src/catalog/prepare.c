@@ -109,7 +109,7 @@ static void set_own_name(cfs_prepared *p)
  * later change only strings in memory (uns/cellucid). */
 static void check_store(cfs_prepared *p, const char *id, const cfs_options *opts)
 {
-    cfs_store_opts sopts = {opts->codec};
+    cfs_store_opts sopts = cfs_options_store(opts);
     cfs_err err = {0};
     cfs_store *st = NULL;
     if (cfs_identity_apply(p->ds, id, p->name ? p->name : id, &err) == 0)

@@ -13,6 +13,7 @@
 #include "detect.h"
 #include "format.h"
 #include "remote.h"
+#include "session.h"
 
 static int compare_paths(const void *a, const void *b)
 {
@@ -108,11 +109,12 @@ static bool has_uncompressed_twin(const char *path)
 }
 
 /* A file named as an input is one without probing; any other entry is probed by content (a
- * folder is an input only when a format recognises it, a Cell Ranger outs/ folder). */
+ * folder is an input only when a format recognises it, a Cell Ranger outs/ folder). A published
+ * view (session.h) belongs to the input beside it and is never probed. */
 static int is_input(const char *dir, cfs_detector *d, const char *name, const char *path)
 {
     struct stat st;
-    if (!followable(dir, name, path, &st))
+    if (cfs_session_file_name(name) || !followable(dir, name, path, &st))
         return 0;
     if (S_ISREG(st.st_mode) && has_uncompressed_twin(path))
         return 0;

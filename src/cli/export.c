@@ -1,7 +1,6 @@
 #include "export.h"
 #include "format.h"
 #include "unpacked.h"
-#include "parallel.h"
 #include "path.h"
 #include "s3.h"
 
@@ -10,7 +9,6 @@
 #include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,9 +17,9 @@
 
 #include "catalog.h"
 #include "prepare.h"
+#include "session.h"
 #include "sources.h"
-
-enum { MAX_WORKERS = 8 };
+#include "strfmt.h"
 
 static int write_file(const char *path, const void *data, size_t len, cfs_err *err)
 {
@@ -94,143 +92,6 @@ static folder_sink folder_sink_at(const char *root)
     return (folder_sink){{folder_dir, folder_put, folder_discard, folder_drain}, root};
 }
 
-static int write_doc(cfs_sink *sink, const char *dir, const char *name, char *text,
-                     cfs_err *err)
-{
-    char *key = cfs_path_join(dir, name);
-    int rc = text && key ? sink->put(sink, key, text, strlen(text), true, err)
-                         : cfs_err_oom(err);
-    free(key);
-    free(text);
-    return rc;
-}
-
-/* Makes the node's folder and writes its metadata documents. */
-static int write_node_meta(cfs_sink *sink, const cfs_store_node *n, const char *root,
-                           cfs_err *err)
-{
-    char *dir = cfs_path_join(root, n->path);
-    if (!dir)
-        return cfs_err_oom(err);
-    int rc = 0;
-    if (n->path[0])
-        rc = sink->dir(sink, dir, err);
-    if (rc == 0)
-        rc = write_doc(sink, dir, ".zattrs", cfs_store_doc(n, CFS_DOC_ZATTRS), err);
-    if (rc == 0)
-        rc = write_doc(sink, dir, n->is_array ? ".zarray" : ".zgroup",
-                       cfs_store_doc(n, n->is_array ? CFS_DOC_ZARRAY : CFS_DOC_ZGROUP), err);
-    free(dir);
-    return rc;
-}
-
-/* Chunks are encoded by a small pool: reads serialise in the reader, encoding runs in parallel.
- * Chunks are handed out from the arrays in turn, and from an array no other worker is writing
- * into while there is one: creating a file holds its folder's lock, so workers writing into one
- * folder (X/data's tens of thousands of chunks) would wait for each other, and the kernel spins
- * a waiter on that lock (12 % of an export's samples when handing out in turn alone let two
- * workers meet in one folder). */
-typedef struct chunk_job {
-    const cfs_store *st;
-    cfs_sink *sink;
-    const char *root;
-    uint64_t *next;         /* per node: its next chunk */
-    unsigned *writing;      /* per node: workers writing one of its chunks now */
-    size_t turn;            /* the node whose turn it is */
-    pthread_mutex_t lock;
-    int failed;
-    cfs_err err;
-} chunk_job;
-
-/* Under the job's lock: the next node in turn with chunks left, one nobody writes into first. */
-static bool pick_node(const chunk_job *job, bool alone, size_t *node)
-{
-    size_t nn = job->st->nnodes;
-    for (size_t i = 0; i < nn; i++) {
-        size_t k = (job->turn + i) % nn;
-        if (job->next[k] < job->st->nodes[k].nchunks && (!alone || job->writing[k] == 0)) {
-            *node = k;
-            return true;
-        }
-    }
-    return false;
-}
-
-static bool next_chunk(chunk_job *job, size_t *node, uint64_t *chunk)
-{
-    pthread_mutex_lock(&job->lock);
-    bool more = !job->failed && (pick_node(job, true, node) || pick_node(job, false, node));
-    if (more) {
-        *chunk = job->next[*node]++;
-        job->writing[*node]++;
-        job->turn = *node + 1;
-    }
-    pthread_mutex_unlock(&job->lock);
-    return more;
-}
-
-static int write_chunk(const cfs_store *st, cfs_sink *sink, const char *root,
-                       const cfs_store_node *n, uint64_t idx, cfs_buf *buf, cfs_err *err)
-{
-    char key[256];
-    cfs_store_chunk_key(n, idx, key, sizeof key);
-    cfs_buf_reset(buf);
-    if (cfs_store_chunk(st, n, idx, buf, err) < 0)
-        return -1;
-    char *dir = cfs_path_join(root, n->path);
-    char *path = dir ? cfs_path_join(dir, key) : NULL;
-    int rc = path ? sink->put(sink, path, buf->data, buf->len, false, err) : cfs_err_oom(err);
-    free(dir);
-    free(path);
-    return rc;
-}
-
-static void *chunk_worker(void *arg)
-{
-    chunk_job *job = arg;
-    cfs_buf buf = {0};
-    size_t node;
-    uint64_t chunk;
-    cfs_err err;
-    while (next_chunk(job, &node, &chunk)) {
-        int rc = write_chunk(job->st, job->sink, job->root, &job->st->nodes[node], chunk, &buf,
-                             &err);
-        pthread_mutex_lock(&job->lock);
-        job->writing[node]--;
-        if (rc < 0 && !job->failed) {
-            job->err = err;
-            job->failed = 1;
-        }
-        pthread_mutex_unlock(&job->lock);
-    }
-    cfs_buf_free(&buf);
-    return NULL;
-}
-
-/* writers: chunk writers at once; 0 for one a CPU. */
-static int write_chunks(const cfs_store *st, cfs_sink *sink, const char *root, int writers,
-                        cfs_err *err)
-{
-    chunk_job job = {.st = st, .sink = sink, .root = root};
-    job.next = calloc(st->nnodes ? st->nnodes : 1, sizeof *job.next);
-    job.writing = calloc(st->nnodes ? st->nnodes : 1, sizeof *job.writing);
-    if (!job.next || !job.writing) {
-        free(job.next);
-        free(job.writing);
-        return cfs_err_oom(err);
-    }
-    pthread_mutex_init(&job.lock, NULL);
-    cfs_parallel_run(writers > 0 ? writers : cfs_parallel_cpus(MAX_WORKERS), chunk_worker, &job);
-    pthread_mutex_destroy(&job.lock);
-    free(job.next);
-    free(job.writing);
-    if (job.failed) {
-        *err = job.err;
-        return -1;
-    }
-    return 0;
-}
-
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -244,41 +105,23 @@ static void remove_tree(const char *path)
     nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* Writes every key of st below root/ in sink; what was written is discarded on error. */
-static int export_store_to(const cfs_store *st, cfs_sink *sink, const char *root, int writers,
-                           cfs_err *err)
-{
-    int rc = sink->dir(sink, root, err);
-    if (rc < 0)
-        return rc;
-    for (size_t i = 0; rc == 0 && i < st->nnodes; i++)
-        rc = write_node_meta(sink, &st->nodes[i], root, err);
-    if (rc == 0)
-        rc = write_doc(sink, root, ".zmetadata", cfs_store_zmetadata(st), err);
-    if (rc == 0)
-        rc = write_chunks(st, sink, root, writers, err);
-    if (rc < 0)
-        sink->discard(sink, root);
-    return rc;
-}
-
 int cfs_export_store(const cfs_store *st, const char *dir, int writers, cfs_err *err)
 {
     folder_sink sink = folder_sink_at(NULL);
-    return export_store_to(st, &sink.base, dir, writers, err);
+    return cfs_export_store_into(st, &sink.base, dir, writers, err);
 }
 
 /* Writes one prepared dataset's store into the staging folder; a failure refuses it. */
 static void export_one(cfs_prepared *p, const cfs_options *opts, cfs_sink *sink)
 {
     cfs_err err = {0};
-    cfs_store_opts sopts = {opts->codec};
+    cfs_store_opts sopts = cfs_options_store(opts);
     cfs_store *st = cfs_store_new(p->ds, &sopts, &err);
     char *name = malloc(strlen(p->id) + sizeof ".zarr");
     int rc = st && name ? 0 : -1;
     if (rc == 0) {
         sprintf(name, "%s.zarr", p->id);
-        rc = export_store_to(st, sink, name, 0, &err);
+        rc = cfs_export_store_into(st, sink, name, 0, &err);
     }
     if (rc < 0) {
         char reason[sizeof err.msg + 64];
@@ -290,17 +133,64 @@ static void export_one(cfs_prepared *p, const cfs_options *opts, cfs_sink *sink)
     free(name);
 }
 
-static int write_catalog(const cfs_prepared_set *set, cfs_sink *sink, cfs_err *err)
+/* The view of a dataset, read once; one being written is read again a few times. */
+static int read_view(const char *folder, const cfs_prepared *p, cfs_session *view, cfs_err *err)
 {
-    char **ids = calloc(set->n + 1, sizeof *ids);
-    if (!ids)
-        return cfs_err_oom(err);
+    for (int attempt = 1;; attempt++) {
+        if (cfs_session_look(folder, p->source, p->part, view, err) < 0)
+            return -1;
+        if (cfs_session_take(view, folder, cfs_session_unlisted(p), err) == 0)
+            return 0;
+        if (err->status != CFS_ERETRY || attempt == 5) {
+            cfs_session_clear(view);
+            if (err->status != CFS_ERETRY)
+                return -1;
+            return cfs_session_look(folder, p->source, p->part, view, err) < 0 ||
+                   !(view->refused = strdup("it kept changing while it was read: export again "
+                                            "once it is written")) ? cfs_err_oom(err) : 0;
+        }
+        cfs_session_clear(view);
+        nanosleep(&(struct timespec){0, 200000000}, NULL);
+    }
+}
+
+/* The published views of the listed datasets, then (once they are stored) datasets.json. */
+static int write_catalog(const char *src, const cfs_prepared_set *set, const cfs_options *opts,
+                         cfs_sink *sink, FILE *log, cfs_err *err)
+{
+    struct stat st;
+    const char *folder = stat(src, &st) == 0 && S_ISDIR(st.st_mode) ? src : NULL;
+    cfs_catalog_entry *listed = calloc(set->n + 1, sizeof *listed);
+    cfs_session *views = calloc(set->n + 1, sizeof *views);
+    int rc = listed && views ? 0 : cfs_err_oom(err);
     size_t k = 0;
-    for (size_t i = 0; i < set->n; i++)
-        if (set->items[i].ds && set->items[i].embedding)
-            ids[k++] = set->items[i].id;
-    int rc = write_doc(sink, "", "datasets.json", cfs_catalog_json(ids, k), err);
-    free(ids);
+    for (size_t i = 0; rc == 0 && i < set->n; i++) {
+        const cfs_prepared *p = &set->items[i];
+        cfs_session *view = &views[i];
+        rc = read_view(folder, p, view, err);
+        cfs_session_report(view, NULL, log);
+        if (rc < 0 || !p->ds || !p->embedding)
+            continue;
+        listed[k++] = (cfs_catalog_entry){p->id, view->bytes ? view->sha256 : NULL, view->len};
+        char *name = view->bytes ? cfs_session_served_name(p->id) : NULL;
+        if (view->bytes)
+            rc = name ? sink->put(sink, name, view->bytes, view->len, false, err)
+                      : cfs_err_oom(err);
+        free(name);
+    }
+    char *note = rc == 0 ? cfs_catalog_default_note(listed, k, opts->default_id) : NULL;
+    if (note)
+        cfs_log(log, "%s", note);
+    free(note);
+    if (rc == 0 && sink->drain(sink, err) == 0)
+        rc = cfs_export_doc(sink, "", "datasets.json",
+                            cfs_catalog_json(listed, k, opts->default_id), err);
+    else
+        rc = -1;
+    for (size_t i = 0; views && i < set->n; i++)
+        cfs_session_clear(&views[i]);
+    free(views);
+    free(listed);
     return rc;
 }
 
@@ -361,10 +251,10 @@ static int publish(const char *stage, const char *out, cfs_err *err)
     return 0;
 }
 
-/* Every store, then (once they are all stored) the catalog: a reader never sees a catalog
- * listing a store not yet whole. */
-static int export_prepared(cfs_prepared_set *set, const cfs_options *opts, cfs_sink *sink,
-                           FILE *log, cfs_err *err)
+/* Every store, then the published views, then (once they are all stored) the catalog: a reader
+ * never sees a catalog listing a store or a view not yet whole. */
+static int export_prepared(const char *src, cfs_prepared_set *set, const cfs_options *opts,
+                           cfs_sink *sink, FILE *log, cfs_err *err)
 {
     int refused = 0;
     for (size_t i = 0; i < set->n; i++) {
@@ -373,7 +263,7 @@ static int export_prepared(cfs_prepared_set *set, const cfs_options *opts, cfs_s
         cfs_prepared_report(&set->items[i], NULL, log);
         refused |= set->items[i].refused != NULL;
     }
-    if (sink->drain(sink, err) < 0 || write_catalog(set, sink, err) < 0 ||
+    if (sink->drain(sink, err) < 0 || write_catalog(src, set, opts, sink, log, err) < 0 ||
         sink->drain(sink, err) < 0)
         return -1;
     return refused ? 2 : 0;
@@ -403,7 +293,7 @@ static int export_sources(const char *src, const cfs_options *opts, cfs_sink *si
     cfs_prepared_set set = {0};
     int rc = cfs_prepare(&sources, opts, &set, err);
     if (rc == 0)
-        rc = export_prepared(&set, opts, sink, log, err);
+        rc = export_prepared(src, &set, opts, sink, log, err);
     cfs_prepared_set_free(&set);
     cfs_sources_free(&sources);
     remove_tree(work);

@@ -9,6 +9,13 @@
 #include "sink.h"
 #include "store.h"
 
+/* Writes every key of st below root in sink, with `writers` data key writers at once (0: one a
+ * CPU); what was written is discarded on error. */
+int cfs_export_store_into(const cfs_store *st, cfs_sink *sink, const char *root, int writers,
+                          cfs_err *err);
+/* Puts the document text (freed) as dir/name. */
+int cfs_export_doc(cfs_sink *sink, const char *dir, const char *name, char *text, cfs_err *err);
+
 /* Writes every key of st below dir (which must not exist) with `writers` chunk writers at once
  * (0: one a CPU, as an export does); nothing partial is left on error. */
 int cfs_export_store(const cfs_store *st, const char *dir, int writers, cfs_err *err);

@@ -13,6 +13,7 @@
 #include "identity.h"
 #include "isolated.h"
 #include "options.h"
+#include "session.h"
 #include "embedding.h"
 #include "model.h"
 #include "sparse_index.h"
@@ -244,6 +245,27 @@ static void close_input(const char *tmpdir)
     rmdir(tmpdir);
 }
 
+/* The published view a front end would serve beside the dataset (source, part), as inspect
+ * shows it: null when there is none. */
+static json_t *describe_view(const char *path, const char *part, bool refused)
+{
+    cfs_session view;
+    cfs_err err = {0};
+    json_t *j;
+    if (cfs_session_look(NULL, path, part, &view, &err) < 0 ||
+        cfs_session_take(&view, NULL, refused ? "its source is refused" : NULL, &err) < 0)
+        j = json_pack("{s:s?, s:s}", "file", view.file, "refused", err.msg);
+    else if (!view.file)
+        j = json_null();
+    else if (view.bytes)
+        j = json_pack("{s:s, s:I, s:s}", "file", view.file, "bytes", (json_int_t)view.len,
+                      "sha256", view.sha256);
+    else
+        j = json_pack("{s:s, s:s}", "file", view.file, "refused", view.refused);
+    cfs_session_clear(&view);
+    return j;
+}
+
 /* Each part of an input of several (an R workspace's objects): its name, class, and what it
  * becomes: a dataset (the id it asks for and its description, or why it is refused) or none
  * (why not). first is the part opened already (ds, from opened: the input or its copy) and
@@ -277,6 +299,7 @@ static json_t *describe_parts(const cfs_dataset *ds, const char *path, const cha
         char *id = one ? cfs_identity_wanted_id(one, path, part) : NULL;
         json_object_set_new(o, "id", id ? json_string(id) : json_null());
         json_object_set_new(o, "dataset", desc);
+        json_object_set_new(o, "session", describe_view(path, part, !one));
         free(id);
         if (one != ds)
             cfs_dataset_free(one);
@@ -305,6 +328,10 @@ json_t *cfs_inspect_file(const char *path)
         cfs_dataset_free(ds);
     }
     close_input(tmpdir);
+    if (doc && !json_object_get(doc, "objects"))
+        json_object_set_new(doc, "session",
+                            describe_view(path, NULL,
+                                          json_is_string(json_object_get(doc, "refused"))));
     if (doc)
         json_object_set_new(doc, "path", json_string(path));
     return doc;
@@ -394,12 +421,28 @@ static void print_dataset(FILE *out, json_t *doc, const char *ind)
                 json_string_value(json_object_get(lo, "stored")));
 }
 
+/* A dataset's published view, when it has one. */
+static void print_view(FILE *out, json_t *view, const char *ind)
+{
+    const char *file = json_string_value(json_object_get(view, "file"));
+    if (!file)
+        return;
+    const char *refused = json_string_value(json_object_get(view, "refused"));
+    if (refused)
+        fprintf(out, "%s  session: %s: not listed: %s\n", ind, file, refused);
+    else
+        fprintf(out, "%s  session: %s (%lld bytes, sha256 %s)\n", ind, file,
+                (long long)json_integer_value(json_object_get(view, "bytes")),
+                json_string_value(json_object_get(view, "sha256")));
+}
+
 static void print_text(FILE *out, json_t *doc)
 {
     fprintf(out, "%s\n", json_string_value(json_object_get(doc, "path")));
     json_t *objects = json_object_get(doc, "objects");
     if (!objects) {
         print_dataset(out, doc, "");
+        print_view(out, json_object_get(doc, "session"), "");
         return;
     }
     /* an input of several parts: each, and what it becomes */
@@ -418,6 +461,7 @@ static void print_text(FILE *out, json_t *doc)
             fprintf(out, "\n");
         if (json_object_get(o, "dataset"))
             print_dataset(out, json_object_get(o, "dataset"), "  ");
+        print_view(out, json_object_get(o, "session"), "  ");
     }
 }
 

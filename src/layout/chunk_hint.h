@@ -12,7 +12,7 @@
 
 #include "model.h"
 
-/* The renderer's bounds (src/zarr/chunking.h), which hints keep too. */
+/* The renderer's bounds (src/store/chunking.h), which hints keep too. */
 #define CFS_HINT_MAX_CHUNK_BYTES (UINT64_C(8) << 20)
 #define CFS_HINT_MAX_CHUNKS UINT64_C(100000)
 /* A range chunk is never smaller than this: below it a request costs more than its bytes. */

@@ -1,4 +1,4 @@
-#include "volume.h"
+#include "volume_impl.h"
 #include "remote.h"
 
 #include <errno.h>
@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 
 #include "catalog.h"
-#include "chunking.h"
 #include "copies.h"
+#include "flavour.h"
 #include "path.h"
 #include "prepare.h"
 #include "sources.h"
@@ -21,72 +21,7 @@
 #include "strset.h"
 #include "utf8.h"
 
-typedef enum vn_kind { VN_ROOT, VN_CATALOG, VN_STATUS, VN_DIR, VN_DOC, VN_CHUNK } vn_kind;
-
-typedef struct vnode {
-    vn_kind kind;
-    uint32_t ds;            /* prepared dataset index */
-    uint32_t node;          /* store node index (VN_DIR, VN_DOC, VN_CHUNK) */
-    uint64_t chunk;
-    char *name;
-    char *text;             /* VN_CATALOG and VN_DOC: the bytes */
-    uint64_t size;
-    uint64_t *children;     /* folders (not chunks): inos, in listing order */
-    size_t nchildren;
-    uint64_t parent;
-    struct timespec mtime;  /* nodes outside a store: when they last changed */
-} vnode;
-
-typedef struct chunk_slot {
-    uint64_t key;           /* (ds, node, chunk) hashed */
-    uint32_t ds, node;
-    uint64_t chunk;
-    uint64_t ino;
-} chunk_slot;
-
-/* One version of one source. Entries are never freed while mounted: the kernel may still hold
- * inodes of a replaced version, and they keep serving that version's bytes, never a mix. */
-typedef struct ds_entry {
-    cfs_prepared p;
-    bool served;                /* it has a store (not refused) */
-    /* Its store, made at the first lookup inside its folder (a folder of thousands of sources
-     * is mostly never read: their documents are not kept); NULL until then and once retired. */
-    cfs_store *store;
-    bool populated;             /* its folders and documents are in the tree */
-    char *identity;             /* the cache key prefix (source version + options) */
-    struct stat version;        /* dev, ino, size, mtime of the source when opened */
-    uint64_t dir_ino;           /* its <id>.zarr folder, 0 if none */
-    bool live;                  /* part of the current tree */
-    int active;                 /* chunk productions running on this version */
-    char *chunk_failure;        /* the last chunk that could not be produced, and why */
-    uint32_t failed_node;       /* its store node: a later success there clears it */
-} ds_entry;
-
-struct cfs_volume {
-    pthread_mutex_t lock;   /* guards the node table, the chunk map and the entries */
-    pthread_mutex_t refreshing;
-    pthread_mutex_t populating;     /* one store made at a time, and each once */
-    vnode *v;
-    size_t n, cap;
-    chunk_slot *map;
-    size_t map_cap, map_len;
-    ds_entry **ds;
-    size_t nds;
-    uint64_t catalog_ino;
-    char *src;
-    FILE *log;
-    cfs_cache *cache;
-    cfs_space *work_space;      /* the layout's work files count against the cache's bound */
-    cfs_copies *copies;         /* decompressed copies of compressed sources; NULL: none */
-    pthread_t unpacker;         /* opens the sources waiting for their copy, once mounted */
-    bool unpacker_started;
-    cfs_options opts;
-    cfs_detector *detector;     /* which entries of src are inputs, kept from scan to scan */
-    void (*invalidate)(void *ctx, uint64_t parent, const char *name, uint64_t ino);
-    void *invalidate_ctx;
-};
-
-static uint64_t add_vnode(cfs_volume *v, vnode n)
+uint64_t cfs_vol_add_vnode(cfs_volume *v, vnode n)
 {
     if (v->n == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 256;
@@ -116,10 +51,10 @@ static int add_child(cfs_volume *v, uint64_t parent, uint64_t child)
     return 0;
 }
 
-static uint64_t add_file(cfs_volume *v, uint64_t parent, vnode n)
+uint64_t cfs_vol_add_file(cfs_volume *v, uint64_t parent, vnode n)
 {
     n.parent = parent;
-    uint64_t ino = n.name ? add_vnode(v, n) : 0;
+    uint64_t ino = n.name ? cfs_vol_add_vnode(v, n) : 0;
     if (!ino || add_child(v, parent, ino) < 0) {
         free(n.name);
         free(n.text);
@@ -135,7 +70,7 @@ static uint64_t add_doc(cfs_volume *v, uint64_t parent, uint32_t ds, uint32_t no
         return 0;
     vnode n = {.kind = VN_DOC, .ds = ds, .node = node, .name = strdup(name), .text = text,
                .size = strlen(text)};
-    return add_file(v, parent, n);
+    return cfs_vol_add_file(v, parent, n);
 }
 
 static const char *last_component(const char *path)
@@ -152,47 +87,57 @@ static int add_store_folder(cfs_volume *v, uint32_t ds, const char *id)
     if (name)
         sprintf(name, "%s.zarr", id);
     vnode d = {.kind = VN_DIR, .ds = ds, .node = 0, .name = name};
-    return (v->ds[ds]->dir_ino = add_file(v, CFS_VOLUME_ROOT, d)) ? 0 : -1;
+    return (v->ds[ds]->dir_ino = cfs_vol_add_file(v, CFS_VOLUME_ROOT, d)) ? 0 : -1;
 }
 
-/* Under the lock: one dataset's store, in its folder, as folders and metadata files; chunk
- * files appear at lookup. */
-static int add_store(cfs_volume *v, uint32_t ds)
+/* The walk that puts a store into the tree: its nodes' folders and documents (data keys
+ * appear at lookup). */
+typedef struct tree_walk {
+    cfs_volume *v;
+    uint32_t ds;
+    const cfs_store *st;
+    uint64_t *dir_of;       /* per store node: its folder's inode */
+} tree_walk;
+
+static int tree_folder(void *ctx, size_t node, const char *path, cfs_err *err)
+{
+    tree_walk *t = ctx;
+    if (node == 0) {
+        t->dir_of[0] = t->v->ds[t->ds]->dir_ino;
+        return 0;
+    }
+    uint64_t parent = t->dir_of[cfs_store_parent(t->st, node)];
+    vnode d = {.kind = VN_DIR, .ds = t->ds, .node = (uint32_t)node,
+               .name = strdup(last_component(path))};
+    return (t->dir_of[node] = cfs_vol_add_file(t->v, parent, d)) ? 0 : cfs_err_oom(err);
+}
+
+static int tree_doc(void *ctx, size_t node, const char *path, const char *name, char *text,
+                    cfs_err *err)
+{
+    (void)path;
+    tree_walk *t = ctx;
+    return add_doc(t->v, t->dir_of[node], t->ds, (uint32_t)node, name, text) ? 0
+                                                                               : cfs_err_oom(err);
+}
+
+static int tree_data(void *ctx, size_t node, cfs_err *err)
+{
+    (void)ctx;
+    (void)node;
+    (void)err;
+    return 0;
+}
+
+/* Under the lock: one dataset's store, in its folder, as folders and metadata files. */
+static int add_store(cfs_volume *v, uint32_t ds, cfs_err *err)
 {
     const cfs_store *st = v->ds[ds]->store;
-    uint64_t *dir_of = calloc(st->nnodes, sizeof *dir_of);
-    if (!dir_of)
-        return -1;
-    for (uint32_t i = 0; i < st->nnodes; i++) {
-        const cfs_store_node *sn = &st->nodes[i];
-        if (i == 0) {
-            dir_of[0] = v->ds[ds]->dir_ino;
-        } else {
-            /* The parent is the node whose path is this one's prefix: nodes come parents first. */
-            uint64_t parent = dir_of[0];
-            const char *slash = strrchr(sn->path, '/');
-            size_t plen = slash ? (size_t)(slash - sn->path) : 0;
-            for (uint32_t k = i; k-- > 0;)
-                if (strlen(st->nodes[k].path) == plen &&
-                    strncmp(st->nodes[k].path, sn->path, plen) == 0) {
-                    parent = dir_of[k];
-                    break;
-                }
-            vnode d = {.kind = VN_DIR, .ds = ds, .node = i, .name = strdup(last_component(sn->path))};
-            if (!(dir_of[i] = add_file(v, parent, d)))
-                break;
-        }
-        if (!add_doc(v, dir_of[i], ds, i, ".zattrs", cfs_store_doc(sn, CFS_DOC_ZATTRS)) ||
-            !add_doc(v, dir_of[i], ds, i, sn->is_array ? ".zarray" : ".zgroup",
-                     cfs_store_doc(sn, sn->is_array ? CFS_DOC_ZARRAY : CFS_DOC_ZGROUP)) ||
-            (i == 0 && !add_doc(v, dir_of[i], ds, i, ".zmetadata", cfs_store_zmetadata(st)))) {
-            dir_of[i] = 0;
-            break;
-        }
-    }
-    int ok = st->nnodes == 0 || dir_of[st->nnodes - 1] != 0;
-    free(dir_of);
-    return ok ? 0 : -1;
+    tree_walk t = {v, ds, st, calloc(st->nnodes ? st->nnodes : 1, sizeof *t.dir_of)};
+    static const cfs_walker walker = {tree_folder, tree_doc, tree_data};
+    int rc = t.dir_of ? cfs_flavour_walk(v->fl, st, &walker, &t, err) : cfs_err_oom(err);
+    free(t.dir_of);
+    return rc;
 }
 
 /* The cache key prefix: which bytes a chunk has depends on the source version and options, and
@@ -211,22 +156,34 @@ static char *identity_of(const cfs_prepared *p, const cfs_options *o, const stru
     return s;
 }
 
+/* The datasets datasets.json lists, with the views served beside them (caller frees). */
+static cfs_catalog_entry *catalog_entries(const cfs_volume *v, size_t *n)
+{
+    cfs_catalog_entry *list = calloc(v->nds + 1, sizeof *list);
+    *n = 0;
+    for (size_t i = 0; list && i < v->nds; i++) {
+        const ds_entry *e = v->ds[i];
+        if (!e->live || !e->served || !e->p.embedding)
+            continue;
+        bool view = e->session_ino != 0;    /* served: its bytes are the node's */
+        list[(*n)++] = (cfs_catalog_entry){e->p.id, view ? e->session.sha256 : NULL,
+                                           e->session.len};
+    }
+    return list;
+}
+
 static char *catalog_text(const cfs_volume *v)
 {
-    char **ids = calloc(v->nds + 1, sizeof *ids);
-    size_t k = 0;
-    for (size_t i = 0; ids && i < v->nds; i++)
-        if (v->ds[i]->live && v->ds[i]->served && v->ds[i]->p.embedding)
-            ids[k++] = v->ds[i]->p.id;
-    char *text = ids ? cfs_catalog_json(ids, k) : NULL;
-    free(ids);
+    size_t n;
+    cfs_catalog_entry *list = catalog_entries(v, &n);
+    char *text = list ? cfs_catalog_json(list, n, v->opts.default_id) : NULL;
+    free(list);
     return text;
 }
 
-static bool same_version(const struct stat *a, const struct stat *b)
+bool cfs_vol_same_version(const struct stat *a, const struct stat *b)
 {
-    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+    return cfs_same_version(a, b);
 }
 
 static bool same_part(const char *a, const char *b)
@@ -299,7 +256,7 @@ static ptrdiff_t find_live(const cfs_volume *v, const live_index *ix, const char
                            const char *part, const struct stat *version)
 {
     for (ptrdiff_t k = first_live(v, ix, source); k >= 0; k = next_live(v, ix, k))
-        if (same_part(v->ds[k]->p.part, part) && same_version(&v->ds[k]->version, version))
+        if (same_part(v->ds[k]->p.part, part) && cfs_vol_same_version(&v->ds[k]->version, version))
             return k;
     return -1;
 }
@@ -310,7 +267,7 @@ static size_t live_count(const cfs_volume *v, const live_index *ix, const char *
 {
     size_t n = 0;
     for (ptrdiff_t k = first_live(v, ix, source); k >= 0; k = next_live(v, ix, k))
-        n += same_version(&v->ds[k]->version, version);
+        n += cfs_vol_same_version(&v->ds[k]->version, version);
     return n;
 }
 
@@ -336,7 +293,7 @@ static bool unchanged(cfs_volume *v, const cfs_source_list *sources)
     return same && matched == live;
 }
 
-static void remove_child(cfs_volume *v, uint64_t parent, uint64_t child)
+void cfs_vol_remove_child(cfs_volume *v, uint64_t parent, uint64_t child)
 {
     vnode *p = &v->v[parent - 1];
     for (size_t i = 0; i < p->nchildren; i++)
@@ -348,13 +305,7 @@ static void remove_child(cfs_volume *v, uint64_t parent, uint64_t child)
         }
 }
 
-/* Names whose kernel entries must be dropped once the lock is released. */
-typedef struct stale_names {
-    char **names;
-    size_t n;
-} stale_names;
-
-static void note_stale(stale_names *s, const char *name)
+void cfs_vol_note_stale(stale_names *s, const char *name)
 {
     char **grown = realloc(s->names, (s->n + 1) * sizeof *grown);
     if (grown && (grown[s->n] = strdup(name))) {
@@ -366,14 +317,15 @@ static void note_stale(stale_names *s, const char *name)
 }
 
 /* A source as status.json and the log show it: below SRC. */
-static const char *shown_source(const cfs_volume *v, const char *source)
+const char *cfs_vol_shown_source(const cfs_volume *v, const char *source)
 {
     return cfs_path_shown(v->src, source);
 }
 
 /* Under the lock: takes a freshly opened version in as a new live entry. Its version is the
  * stat taken before opening: a file changed during the open then differs at the next pass. */
-static int adopt(cfs_volume *v, cfs_prepared *p, const struct stat *before, stale_names *stale)
+static int adopt(cfs_volume *v, cfs_prepared *p, cfs_session *view, const struct stat *before,
+                 stale_names *stale)
 {
     ds_entry *e = calloc(1, sizeof *e);
     ds_entry **grown = e ? realloc(v->ds, (v->nds + 1) * sizeof *grown) : NULL;
@@ -391,19 +343,20 @@ static int adopt(cfs_volume *v, cfs_prepared *p, const struct stat *before, stal
     e->served = e->p.ds != NULL;      /* prepared: its store can be made (cfs_prepare) */
     if (e->served && !(e->identity = identity_of(&e->p, &v->opts, &e->version)))
         return -1;
-    cfs_prepared_report(&e->p, shown_source(v, e->p.source), v->log);
+    cfs_prepared_report(&e->p, cfs_vol_shown_source(v, e->p.source), v->log);
     if (e->served) {
         if (add_store_folder(v, idx, e->p.id) < 0)
             return -1;
-        note_stale(stale, v->v[e->dir_ino - 1].name);
+        cfs_vol_note_stale(stale, v->v[e->dir_ino - 1].name);
     }
+    cfs_vol_session_adopt(v, e, view, stale);
     return 0;
 }
 
 /* Under the lock: frees a retired version's store and reader once nothing uses them. Its file
  * may have been rewritten in place, so it must not be read again (and libhdf5 would hand the
  * stale open file to the next open of the same inode). */
-static void close_if_idle(ds_entry *e)
+void cfs_vol_close_if_idle(ds_entry *e)
 {
     if (e->live || e->active > 0)
         return;
@@ -430,20 +383,20 @@ static int populate(cfs_volume *v, uint32_t ds, cfs_err *err)
     pthread_mutex_unlock(&v->lock);
     cfs_store *st = NULL;
     if (todo) {
-        cfs_store_opts sopts = {v->opts.codec};
+        cfs_store_opts sopts = cfs_options_store(&v->opts);
         st = cfs_store_new(e->p.ds, &sopts, err);
         pthread_mutex_lock(&v->lock);
         e->active--;
         if (st && e->live) {
             e->store = st;
-            rc = add_store(v, ds) == 0 ? 0 : (cfs_err_oom(err), -EIO);
+            rc = add_store(v, ds, err) == 0 ? 0 : -EIO;
             e->populated = rc == 0;
             cfs_store_drop_docs(st);
         } else {
             cfs_store_free(st);
             rc = st ? -ENOENT : -EIO;
         }
-        close_if_idle(e);
+        cfs_vol_close_if_idle(e);
         pthread_mutex_unlock(&v->lock);
     }
     pthread_mutex_unlock(&v->populating);
@@ -464,13 +417,15 @@ static void retire(cfs_volume *v, ds_entry *e, stale_names *stale)
     /* The copy of a version that is still the file's (a pending entry replaced by its opened
      * one, a new id) stays; that of a changed or removed source goes. */
     struct stat now;
-    if (v->copies && !(cfs_source_stat(e->p.source, &now) == 0 && same_version(&now, &e->version)))
+    if (v->copies &&
+        !(cfs_source_stat(e->p.source, &now) == 0 && cfs_vol_same_version(&now, &e->version)))
         cfs_copies_retire(v->copies, e->p.source, &e->version);
     if (e->dir_ino) {
-        remove_child(v, CFS_VOLUME_ROOT, e->dir_ino);
-        note_stale(stale, v->v[e->dir_ino - 1].name);
+        cfs_vol_remove_child(v, CFS_VOLUME_ROOT, e->dir_ino);
+        cfs_vol_note_stale(stale, v->v[e->dir_ino - 1].name);
     }
-    close_if_idle(e);
+    cfs_vol_session_retire(v, e, stale);
+    cfs_vol_close_if_idle(e);
 }
 
 /* Under the lock: retires every live version whose source is gone or has changed, before the
@@ -491,18 +446,18 @@ static void retire_changed(cfs_volume *v, const cfs_source_list *sources,
         bool current = false;
         const uint64_t *at = listed ? cfs_strset_get(listed, e->p.source) : NULL;
         if (at)
-            current = same_version(&now[*at], &e->version);
+            current = cfs_vol_same_version(&now[*at], &e->version);
         for (size_t i = 0; !listed && i < sources->n && !current; i++)
             current = strcmp(sources->paths[i], e->p.source) == 0 &&
-                      same_version(&now[i], &e->version);
+                      cfs_vol_same_version(&now[i], &e->version);
         if (!current)
             retire(v, e, stale);
     }
     cfs_strset_free(listed);
 }
 
-static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before,
-                 stale_names *stale)
+static int merge(cfs_volume *v, cfs_prepared_set *set, cfs_session *views,
+                 const struct stat *before, stale_names *stale)
 {
     bool *keep = calloc(v->nds + 1, sizeof *keep);
     if (!keep)
@@ -518,27 +473,65 @@ static int merge(cfs_volume *v, cfs_prepared_set *set, const struct stat *before
             keep[k] = true;
             continue;
         }
-        rc = adopt(v, p, &before[p->from], stale);
+        rc = adopt(v, p, &views[i], &before[p->from], stale);
     }
     live_index_free(&ix);
     for (size_t k = 0; k < old; k++)
         if (v->ds[k]->live && !keep[k])
             retire(v, v->ds[k], stale);
     free(keep);
+    return cfs_vol_publish_catalog(v, stale) < 0 ? -1 : rc;
+}
+
+int cfs_vol_replace_version(cfs_volume *v, uint64_t *current, uint64_t *prev, uint64_t fresh)
+{
+    vnode *root = &v->v[CFS_VOLUME_ROOT - 1];
+    size_t at = root->nchildren;
+    for (size_t i = 0; *current && i < root->nchildren; i++)
+        if (root->children[i] == *current)
+            at = i;
+    if (fresh && at < root->nchildren)
+        root->children[at] = fresh;
+    else if (at < root->nchildren)
+        cfs_vol_remove_child(v, CFS_VOLUME_ROOT, *current);
+    else if (fresh && add_child(v, CFS_VOLUME_ROOT, fresh) < 0)
+        return -1;
+    if (*prev) {
+        free(v->v[*prev - 1].text);
+        v->v[*prev - 1].text = NULL;
+    }
+    *prev = *current;
+    *current = fresh;
+    return 0;
+}
+
+/* A new version is a new node (docs/design.md §8): the kernel looks the name up again at each
+ * open, and an inode's bytes never change under a reader. */
+int cfs_vol_publish_catalog(cfs_volume *v, stale_names *stale)
+{
     char *text = catalog_text(v);
     if (!text)
         return -1;
-    vnode *cat = &v->v[v->catalog_ino - 1];
-    if (!cat->text || strcmp(cat->text, text) != 0) {
-        note_stale(stale, "datasets.json");
-        /* Its ETag (mtime + size) must change whenever its bytes do. */
-        clock_gettime(CLOCK_REALTIME, &cat->mtime);
-        v->v[CFS_VOLUME_ROOT - 1].mtime = cat->mtime;
+    const char *now = v->v[v->catalog_ino - 1].text;
+    if (now && strcmp(now, text) == 0) {
+        free(text);
+        return 0;
     }
-    free(cat->text);
-    cat->text = text;
-    cat->size = strlen(text);
-    return rc;
+    vnode fresh = {.kind = VN_CATALOG, .name = strdup("datasets.json"), .text = text,
+                   .size = strlen(text), .parent = CFS_VOLUME_ROOT};
+    /* Its ETag (mtime + size) must change whenever its bytes do. */
+    clock_gettime(CLOCK_REALTIME, &fresh.mtime);
+    uint64_t ino = fresh.name ? cfs_vol_add_vnode(v, fresh) : 0;
+    if (!ino) {
+        free(fresh.name);
+        free(text);
+        return -1;
+    }
+    if (cfs_vol_replace_version(v, &v->catalog_ino, &v->catalog_prev_ino, ino) < 0)
+        return -1;
+    v->v[CFS_VOLUME_ROOT - 1].mtime = fresh.mtime;
+    cfs_vol_note_stale(stale, "datasets.json");
+    return 0;
 }
 
 /* Under the lock: the sources served already at their current version are not opened again:
@@ -553,7 +546,7 @@ static int note_known(cfs_volume *v, const cfs_source_list *sources, const struc
         size_t n = 0;
         bool pending = false;
         for (ptrdiff_t k = first_live(v, &ix, sources->paths[i]); k >= 0; k = next_live(v, &ix, k))
-            if (same_version(&v->ds[k]->version, &now[i])) {
+            if (cfs_vol_same_version(&v->ds[k]->version, &now[i])) {
                 pending |= v->ds[k]->p.pending;
                 n++;
             }
@@ -567,7 +560,7 @@ static int note_known(cfs_volume *v, const cfs_source_list *sources, const struc
         for (ptrdiff_t k = first_live(v, &ix, sources->paths[i]); list && k >= 0;
              k = next_live(v, &ix, k)) {
             const ds_entry *e = v->ds[k];
-            if (same_version(&e->version, &now[i]))
+            if (cfs_vol_same_version(&e->version, &now[i]))
                 list[--at] = (cfs_known_dataset){e->p.part, e->served ? e->p.raw_id : NULL,
                                                  e->p.id};
         }
@@ -584,6 +577,59 @@ static void known_free(cfs_known_source *known, size_t n)
     free(known);
 }
 
+/* Takes in what changed among the sources: opens the new and changed ones (reading metadata
+ * only, outside the lock, so serving goes on meanwhile) with their views, and retires what
+ * left. */
+static int refresh_sources(cfs_volume *v, const cfs_source_list *sources, stale_names *stale,
+                           cfs_err *err)
+{
+    cfs_prepared_set set = {0};
+    struct stat *before = calloc(sources->n + 1, sizeof *before);
+    for (size_t i = 0; before && i < sources->n; i++)
+        cfs_source_stat(sources->paths[i], &before[i]);
+    cfs_known_source *known = before ? calloc(sources->n + 1, sizeof *known) : NULL;
+    if (known) {
+        pthread_mutex_lock(&v->lock);
+        retire_changed(v, sources, before, stale);
+        if (note_known(v, sources, before, known) < 0) {
+            known_free(known, sources->n);
+            known = NULL;
+        }
+        pthread_mutex_unlock(&v->lock);
+    }
+    int rc = known ? cfs_prepare_reusing(sources, &v->opts, known, &set, err)
+                   : cfs_err_oom(err);
+    known_free(known, sources->n);
+    cfs_session *views = rc == 0 ? calloc(set.n + 1, sizeof *views) : NULL;
+    if (rc == 0 && (!views || cfs_vol_sessions_of_new(v, &set, views, err) < 0))
+        rc = cfs_err_oom(err);
+    pthread_mutex_lock(&v->lock);
+    if (rc == 0 && merge(v, &set, views, before, stale) < 0)
+        rc = cfs_err_oom(err);
+    pthread_mutex_unlock(&v->lock);
+    for (size_t i = 0; views && i < set.n; i++)
+        cfs_session_clear(&views[i]);       /* those not taken in */
+    free(views);
+    free(before);
+    cfs_prepared_set_free(&set);
+    return rc;
+}
+
+/* Drops the kernel's entries of what changed (a negative one of a name that now exists too):
+ * datasets.json last, after the stores and views it names. */
+static void invalidate_stale(cfs_volume *v, stale_names *stale)
+{
+    for (int catalog = 0; catalog < 2; catalog++)
+        for (size_t i = 0; i < stale->n; i++) {
+            bool is_catalog = strcmp(stale->names[i], "datasets.json") == 0;
+            if (is_catalog == (catalog == 1) && v->invalidate)
+                v->invalidate(v->invalidate_ctx, CFS_VOLUME_ROOT, stale->names[i], 0);
+        }
+    for (size_t i = 0; i < stale->n; i++)
+        free(stale->names[i]);
+    free(stale->names);
+}
+
 int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
 {
     pthread_mutex_lock(&v->refreshing);
@@ -592,44 +638,13 @@ int cfs_volume_refresh(cfs_volume *v, cfs_err *err)
     pthread_mutex_lock(&v->lock);
     bool same = rc == 0 && v->catalog_ino && unchanged(v, &sources);
     pthread_mutex_unlock(&v->lock);
-    if (rc < 0 || same) {
-        if (rc == 0)
-            cfs_sources_free(&sources);
-        pthread_mutex_unlock(&v->refreshing);
-        return rc;
-    }
-    /* Opening reads metadata only; it runs outside the lock so serving goes on meanwhile. */
-    cfs_prepared_set set = {0};
     stale_names stale = {0};
-    struct stat *before = calloc(sources.n + 1, sizeof *before);
-    for (size_t i = 0; before && i < sources.n; i++)
-        cfs_source_stat(sources.paths[i], &before[i]);
-    cfs_known_source *known = before ? calloc(sources.n + 1, sizeof *known) : NULL;
-    if (known) {
-        pthread_mutex_lock(&v->lock);
-        retire_changed(v, &sources, before, &stale);
-        if (note_known(v, &sources, before, known) < 0) {
-            known_free(known, sources.n);
-            known = NULL;
-        }
-        pthread_mutex_unlock(&v->lock);
-    }
-    rc = known ? cfs_prepare_reusing(&sources, &v->opts, known, &set, err)
-               : cfs_err_oom(err);
-    known_free(known, sources.n);
-    pthread_mutex_lock(&v->lock);
-    if (rc == 0 && merge(v, &set, before, &stale) < 0)
-        rc = cfs_err_oom(err);
-    pthread_mutex_unlock(&v->lock);
-    free(before);
-    for (size_t i = 0; i < stale.n; i++) {
-        if (v->invalidate)
-            v->invalidate(v->invalidate_ctx, CFS_VOLUME_ROOT, stale.names[i],
-                          strcmp(stale.names[i], "datasets.json") == 0 ? v->catalog_ino : 0);
-        free(stale.names[i]);
-    }
-    free(stale.names);
-    cfs_prepared_set_free(&set);
+    if (rc == 0 && !same)
+        rc = refresh_sources(v, &sources, &stale, err);
+    /* A view changes without its source: looked at on every pass (a stat each). */
+    if (rc == 0)
+        rc = cfs_vol_sessions_refresh(v, &stale, err);
+    invalidate_stale(v, &stale);
     cfs_sources_free(&sources);
     pthread_mutex_unlock(&v->refreshing);
     return rc;
@@ -647,7 +662,7 @@ void cfs_volume_on_change(cfs_volume *v,
 static int build(cfs_volume *v, cfs_err *err)
 {
     vnode root = {.kind = VN_ROOT, .name = strdup("")};
-    if (!root.name || add_vnode(v, root) != CFS_VOLUME_ROOT)
+    if (!root.name || cfs_vol_add_vnode(v, root) != CFS_VOLUME_ROOT)
         return cfs_err_oom(err);
     vnode cat = {.kind = VN_CATALOG, .name = strdup("datasets.json"), .text = catalog_text(v)};
     vnode status = {.kind = VN_STATUS, .name = strdup("status.json")};
@@ -657,8 +672,8 @@ static int build(cfs_volume *v, cfs_err *err)
     clock_gettime(CLOCK_REALTIME, &cat.mtime);
     v->v[CFS_VOLUME_ROOT - 1].mtime = cat.mtime;
     status.mtime = cat.mtime;
-    v->catalog_ino = add_file(v, CFS_VOLUME_ROOT, cat);
-    if (!v->catalog_ino || !add_file(v, CFS_VOLUME_ROOT, status))
+    v->catalog_ino = cfs_vol_add_file(v, CFS_VOLUME_ROOT, cat);
+    if (!v->catalog_ino || !cfs_vol_add_file(v, CFS_VOLUME_ROOT, status))
         return cfs_err_oom(err);
     return cfs_volume_refresh(v, err);
 }
@@ -753,6 +768,8 @@ cfs_volume *cfs_volume_open(const char *src, const cfs_options *opts, cfs_cache 
     v->cache = cache;
     v->log = log;
     v->opts = *opts;
+    cfs_store_opts sopts = cfs_options_store(opts);
+    v->fl = cfs_flavour_of(&sopts);
     v->opts.layout.workdir = workdir;
     v->opts.layout.log = log;
     /* The mount holds its cache's lock: a spill file named in the work folder is a killed
@@ -808,6 +825,7 @@ void cfs_volume_close(cfs_volume *v)
         cfs_store_free(e->store);
         free(e->identity);
         free(e->chunk_failure);
+        cfs_session_clear(&e->session);
         cfs_prepared_set one = {&e->p, 1};
         cfs_prepared_set_free_items(&one);
         free(e);
@@ -825,216 +843,20 @@ void cfs_volume_close(cfs_volume *v)
 
 /* ---- attributes and lookup --------------------------------------------------------------- */
 
-static void attr_of(const cfs_volume *v, uint64_t ino, cfs_vattr *a)
+void cfs_vol_attr_of(const cfs_volume *v, uint64_t ino, cfs_vattr *a)
 {
     const vnode *n = &v->v[ino - 1];
     memset(a, 0, sizeof *a);
     a->ino = ino;
-    a->is_dir = n->kind == VN_ROOT || n->kind == VN_DIR;
+    a->is_dir = cfs_vol_is_folder(n->kind);
     a->size = n->size;
     a->volatile_size = n->kind == VN_STATUS;
+    a->volatile_name = n->kind == VN_CATALOG || n->kind == VN_SESSION;
     /* Per source version: an ETag (mtime + size) changes exactly when the source does. */
-    if (n->kind == VN_DIR || n->kind == VN_DOC || n->kind == VN_CHUNK)
+    if (n->kind == VN_DIR || n->kind == VN_DOC || n->kind == VN_KEYDIR || n->kind == VN_CHUNK)
         a->mtime = v->ds[n->ds]->version.st_mtim;
     else
         a->mtime = n->mtime;
-}
-
-static uint64_t slot_hash(uint32_t ds, uint32_t node, uint64_t chunk)
-{
-    uint64_t h = ((uint64_t)ds << 40) ^ ((uint64_t)node << 20) ^ chunk;
-    h ^= h >> 33;
-    h *= UINT64_C(0xff51afd7ed558ccd);
-    return h ^ (h >> 33);
-}
-
-static uint64_t map_find(const cfs_volume *v, uint32_t ds, uint32_t node, uint64_t chunk)
-{
-    if (!v->map_cap)
-        return 0;
-    uint64_t h = slot_hash(ds, node, chunk);
-    for (size_t i = h & (v->map_cap - 1);; i = (i + 1) & (v->map_cap - 1)) {
-        const chunk_slot *s = &v->map[i];
-        if (!s->ino)
-            return 0;
-        if (s->key == h && s->ds == ds && s->node == node && s->chunk == chunk)
-            return s->ino;
-    }
-}
-
-static int map_put(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t chunk, uint64_t ino)
-{
-    if (2 * (v->map_len + 1) > v->map_cap) {
-        size_t cap = v->map_cap ? v->map_cap * 2 : 1024;
-        chunk_slot *fresh = calloc(cap, sizeof *fresh);
-        if (!fresh)
-            return -1;
-        for (size_t i = 0; i < v->map_cap; i++) {
-            chunk_slot s = v->map[i];
-            if (!s.ino)
-                continue;
-            size_t j = s.key & (cap - 1);
-            while (fresh[j].ino)
-                j = (j + 1) & (cap - 1);
-            fresh[j] = s;
-        }
-        free(v->map);
-        v->map = fresh;
-        v->map_cap = cap;
-    }
-    uint64_t h = slot_hash(ds, node, chunk);
-    size_t i = h & (v->map_cap - 1);
-    while (v->map[i].ino)
-        i = (i + 1) & (v->map_cap - 1);
-    v->map[i] = (chunk_slot){h, ds, node, chunk, ino};
-    v->map_len++;
-    return 0;
-}
-
-typedef struct chunk_job_ctx {
-    const cfs_store *st;
-    const cfs_store_node *node;
-    uint64_t idx;
-    const char *source;
-    const struct stat *version;
-} chunk_job_ctx;
-
-/* A chunk is made from the version its store was opened at, or not at all: a source rewritten
- * in place or cut short while its bytes were read gives a reader a mix of two versions, or
- * zeros past its new end, with no error. So the source must still be that version once the
- * bytes are made (a write changes its mtime before its bytes; a truncation its size). */
-static int produce_chunk(void *ctx, cfs_buf *out, cfs_err *err)
-{
-    chunk_job_ctx *c = ctx;
-    int rc = cfs_store_chunk(c->st, c->node, c->idx, out, err);
-    struct stat now;
-    if (cfs_source_stat(c->source, &now) == 0 && same_version(&now, c->version))
-        return rc;
-    char was[sizeof err->msg / 2] = "";
-    if (rc < 0)
-        snprintf(was, sizeof was, " (%.500s)", err->msg);
-    return cfs_err_setc(err, CFS_EIO, "its source changed or went while the chunk was made%s", was);
-}
-
-static char *chunk_cache_key(const cfs_volume *v, uint32_t ds, const cfs_store_node *sn,
-                             uint64_t idx, size_t *len)
-{
-    size_t n = strlen(v->ds[ds]->identity) + strlen(sn->path) + 32;
-    char *key = malloc(n);
-    if (key)
-        *len = (size_t)snprintf(key, n, "%s%s|%llu", v->ds[ds]->identity, sn->path,
-                                (unsigned long long)idx);
-    return key;
-}
-
-static int chunk_bytes_of(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, cfs_buf *out,
-                          cfs_err *err);
-
-/* Under the lock: the status document shows the last chunk that failed until its array
- * produces a chunk again (a failure for want of work space may pass). */
-static void note_chunk_result(ds_entry *e, uint32_t node, uint64_t idx, const char *failure)
-{
-    if (!failure) {
-        if (e->chunk_failure && e->failed_node == node) {
-            free(e->chunk_failure);
-            e->chunk_failure = NULL;
-        }
-        return;
-    }
-    const cfs_store_node *sn = &e->store->nodes[node];
-    char key[256];
-    cfs_chunk_key(sn->ndim, sn->grid, idx, key, sizeof key);
-    size_t len = strlen(sn->path) + strlen(key) + strlen(failure) + 4;
-    char *text = malloc(len);
-    if (!text)
-        return;
-    snprintf(text, len, "%s/%s: %s", sn->path, key, failure);
-    free(e->chunk_failure);
-    e->chunk_failure = text;
-    e->failed_node = node;
-}
-
-/* Chunk bytes of a version that may be retired meanwhile: it stays open while producing. */
-static int chunk_bytes(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, cfs_buf *out,
-                       cfs_err *err)
-{
-    pthread_mutex_lock(&v->lock);
-    ds_entry *e = v->ds[ds];
-    bool usable = e->store != NULL;
-    if (usable)
-        e->active++;
-    pthread_mutex_unlock(&v->lock);
-    if (!usable)
-        return cfs_err_set(err, "%s changed or was removed", shown_source(v, e->p.source));
-    int rc = chunk_bytes_of(v, ds, node, idx, out, err);
-    pthread_mutex_lock(&v->lock);
-    note_chunk_result(e, node, idx, rc < 0 ? err->msg : NULL);
-    if (rc < 0) {
-        /* The log names the file that failed: the store and the chunk's path in it. */
-        const cfs_store_node *sn = &e->store->nodes[node];
-        char key[256];
-        cfs_chunk_key(sn->ndim, sn->grid, idx, key, sizeof key);
-        cfs_err_prefix(err, "%s.zarr/%s/%s", e->p.id, sn->path, key);
-    }
-    e->active--;
-    close_if_idle(e);
-    pthread_mutex_unlock(&v->lock);
-    return rc;
-}
-
-static int chunk_bytes_of(cfs_volume *v, uint32_t ds, uint32_t node, uint64_t idx, cfs_buf *out,
-                          cfs_err *err)
-{
-    const cfs_store_node *sn = &v->ds[ds]->store->nodes[node];
-    size_t klen;
-    char *key = chunk_cache_key(v, ds, sn, idx, &klen);
-    if (!key)
-        return cfs_err_oom(err);
-    chunk_job_ctx ctx = {v->ds[ds]->store, sn, idx, v->ds[ds]->p.source, &v->ds[ds]->version};
-    int rc = cfs_cache_get(v->cache, key, klen, produce_chunk, &ctx, out, err);
-    free(key);
-    return rc;
-}
-
-/* A chunk file comes to exist at its first lookup: its bytes are made then (through the cache,
- * once however many ask), so the size the kernel learns is exact. */
-static int lookup_chunk(cfs_volume *v, uint32_t ds, uint32_t node, const char *name,
-                        cfs_vattr *out, cfs_err *err)
-{
-    pthread_mutex_lock(&v->lock);
-    const cfs_store *st = v->ds[ds]->store;
-    uint64_t idx;
-    int parsed = st ? cfs_chunk_parse_key(st->nodes[node].ndim, st->nodes[node].grid, name, &idx)
-                    : -1;
-    pthread_mutex_unlock(&v->lock);
-    if (parsed < 0)
-        return -ENOENT;
-    pthread_mutex_lock(&v->lock);
-    uint64_t ino = map_find(v, ds, node, idx);
-    if (ino)
-        attr_of(v, ino, out);
-    pthread_mutex_unlock(&v->lock);
-    if (ino)
-        return 0;
-    cfs_buf bytes = {0};
-    int rc = chunk_bytes(v, ds, node, idx, &bytes, err);
-    uint64_t size = bytes.len;
-    cfs_buf_free(&bytes);
-    if (rc < 0)
-        return -EIO;
-    pthread_mutex_lock(&v->lock);
-    ino = map_find(v, ds, node, idx);
-    if (!ino) {
-        vnode c = {.kind = VN_CHUNK, .ds = ds, .node = node, .chunk = idx, .size = size,
-                   .name = strdup(name)};
-        ino = c.name ? add_vnode(v, c) : 0;
-        if (ino && map_put(v, ds, node, idx, ino) < 0)
-            ino = 0;
-    }
-    if (ino)
-        attr_of(v, ino, out);
-    pthread_mutex_unlock(&v->lock);
-    return ino ? 0 : (cfs_err_oom(err), -EIO);
 }
 
 int cfs_volume_lookup(cfs_volume *v, uint64_t parent, const char *name, cfs_vattr *out,
@@ -1054,22 +876,18 @@ int cfs_volume_lookup(cfs_volume *v, uint64_t parent, const char *name, cfs_vatt
         pthread_mutex_lock(&v->lock);
     }
     const vnode *p = &v->v[parent - 1];
-    if (p->kind != VN_ROOT && p->kind != VN_DIR) {
+    if (!cfs_vol_is_folder(p->kind)) {
         pthread_mutex_unlock(&v->lock);
         return -ENOTDIR;
     }
     for (size_t i = 0; i < p->nchildren; i++) {
         if (strcmp(v->v[p->children[i] - 1].name, name) == 0) {
-            attr_of(v, p->children[i], out);
+            cfs_vol_attr_of(v, p->children[i], out);
             pthread_mutex_unlock(&v->lock);
             return 0;
         }
     }
-    bool array = p->kind == VN_DIR && v->ds[p->ds]->store &&
-                 v->ds[p->ds]->store->nodes[p->node].is_array;
-    uint32_t ds = p->ds, node = p->node;
-    pthread_mutex_unlock(&v->lock);
-    return array ? lookup_chunk(v, ds, node, name, out, err) : -ENOENT;
+    return cfs_vol_lookup_key(v, parent, name, out, err);
 }
 
 int cfs_volume_getattr(cfs_volume *v, uint64_t ino, cfs_vattr *out)
@@ -1077,7 +895,7 @@ int cfs_volume_getattr(cfs_volume *v, uint64_t ino, cfs_vattr *out)
     pthread_mutex_lock(&v->lock);
     int ok = ino >= 1 && ino <= v->n;
     if (ok)
-        attr_of(v, ino, out);
+        cfs_vol_attr_of(v, ino, out);
     bool status = ok && v->v[ino - 1].kind == VN_STATUS;
     pthread_mutex_unlock(&v->lock);
     if (status) {
@@ -1098,7 +916,7 @@ int cfs_volume_readdir(cfs_volume *v, uint64_t ino, uint64_t from,
                        void *ctx)
 {
     pthread_mutex_lock(&v->lock);
-    if (ino < 1 || ino > v->n || (v->v[ino - 1].kind != VN_ROOT && v->v[ino - 1].kind != VN_DIR)) {
+    if (ino < 1 || ino > v->n || !cfs_vol_is_folder(v->v[ino - 1].kind)) {
         pthread_mutex_unlock(&v->lock);
         return -ENOTDIR;
     }
@@ -1115,13 +933,13 @@ int cfs_volume_readdir(cfs_volume *v, uint64_t ino, uint64_t from,
         pthread_mutex_lock(&v->lock);
     }
     const vnode *d = &v->v[ino - 1];
-    uint64_t parent_ino = d->kind == VN_DIR ? d->parent : ino;
+    uint64_t parent_ino = d->kind == VN_ROOT ? ino : d->parent;
     uint64_t nfixed = 2 + d->nchildren;
-    const cfs_store_node *sn = d->kind == VN_DIR && v->ds[d->ds]->store
-                                   ? &v->ds[d->ds]->store->nodes[d->node]
-                                   : NULL;
-    uint64_t nchunks = sn && sn->is_array ? sn->nchunks : 0;
-    for (uint64_t i = from; i < nfixed + nchunks; i++) {
+    const cfs_store_node *sn = NULL;
+    cfs_keydir dir = {0, 0};
+    uint64_t nkeys =
+        cfs_vol_data_folder(v, d, &sn, &dir) ? cfs_flavour_nentries(v->fl, sn, dir) : 0;
+    for (uint64_t i = from; i < nfixed + nkeys; i++) {
         int full;
         if (i == 0)
             full = emit(ctx, ".", ino, true, i + 1);
@@ -1129,13 +947,16 @@ int cfs_volume_readdir(cfs_volume *v, uint64_t ino, uint64_t from,
             full = emit(ctx, "..", parent_ino, true, i + 1);
         else if (i < nfixed) {
             const vnode *c = &v->v[d->children[i - 2] - 1];
-            full = emit(ctx, c->name, d->children[i - 2], c->kind == VN_DIR, i + 1);
+            full = emit(ctx, c->name, d->children[i - 2], cfs_vol_is_folder(c->kind), i + 1);
         } else {
-            /* Chunk names are listed without making them; their inode comes at lookup, so
-             * the listing gives a placeholder number (readdir inodes are informative only). */
+            /* Data keys are listed without making them; their inode comes at lookup, so the
+             * listing gives a placeholder number (readdir inodes are informative only). */
             char key[256];
-            cfs_store_chunk_key(sn, i - nfixed, key, sizeof key);
-            full = emit(ctx, key, (UINT64_C(1) << 62) + i, false, i + 1);
+            cfs_keydir child;
+            uint64_t k;
+            cfs_key_kind kind = cfs_flavour_entry(v->fl, sn, dir, i - nfixed, key, sizeof key,
+                                                  &child, &k);
+            full = emit(ctx, key, (UINT64_C(1) << 62) + i, kind == CFS_KEY_FOLDER, i + 1);
         }
         if (full)
             break;
@@ -1170,6 +991,22 @@ static void damage_reason(const cfs_reader_fault *f, char *buf, size_t len)
              f->what, f->element[0] ? "reading " : "while opening it", f->element);
 }
 
+/* Under the lock: the dataset datasets.json opens on, and why it is not the one -o default
+ * names when it is not. */
+static json_t *catalog_status(const cfs_volume *v)
+{
+    size_t n;
+    cfs_catalog_entry *list = catalog_entries(v, &n);
+    const char *wanted = v->opts.default_id;
+    const char *chosen = list ? cfs_catalog_default(list, n, wanted) : NULL;
+    char *note = list ? cfs_catalog_default_note(list, n, wanted) : NULL;
+    json_t *j = json_pack("{s:s?, s:s?, s:s?}", "default", chosen, "default_asked",
+                          wanted[0] ? wanted : NULL, "default_note", note);
+    free(note);
+    free(list);
+    return j;
+}
+
 static char *status_text(cfs_volume *v)
 {
     json_t *list = json_array();
@@ -1201,7 +1038,7 @@ static char *status_text(cfs_volume *v)
         const char *state = damage.happened ? "damaged" : p->refused ? "refused"
                             : working ? "working" : "ready";
         json_t *e = json_pack("{s:o, s:o*, s:s?, s:s?, s:o, s:s, s:o, s:b, s:o}", "source",
-                              shown_json(shown_source(v, p->source)), "object",
+                              shown_json(cfs_vol_shown_source(v, p->source)), "object",
                               p->part ? shown_json(p->part) : NULL, "id",
                               p->refused ? NULL : p->id, "format", p->ds ? p->ds->format : NULL,
                               "version", shown_json(p->ds ? p->ds->format_version : NULL),
@@ -1228,19 +1065,23 @@ static char *status_text(cfs_volume *v)
                                 shown_json(p->ds->no_embedding_hint
                                                ? p->ds->no_embedding_hint
                                                : CFS_NO_EMBEDDING_ADVICE));
+        json_t *view = cfs_vol_session_status(v, v->ds[i]);
+        if (view)
+            json_object_set_new(e, "session", view);
         json_array_append_new(list, e);
     }
+    json_t *catalog = catalog_status(v);
     pthread_mutex_unlock(&v->lock);
     cfs_cache_stats cs;
     cfs_cache_stats_get(v->cache, &cs);
-    json_t *doc = json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
-                            "sources", list, "cache", "hits", (json_int_t)cs.hits, "misses",
-                            (json_int_t)cs.misses, "produced", (json_int_t)cs.produced,
-                            "evicted", (json_int_t)cs.evicted, "bytes", (json_int_t)cs.bytes,
-                            "entries", (json_int_t)cs.entries, "work_bytes",
-                            (json_int_t)cs.work_bytes, "work_dropped",
-                            (json_int_t)cfs_space_dropped(v->work_space), "max_bytes",
-                            (json_int_t)cs.max_bytes, "store_failures",
+    json_t *doc = json_pack("{s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+                            "s:I}}", "sources", list, "catalog", catalog, "cache",
+                            "hits", (json_int_t)cs.hits, "misses", (json_int_t)cs.misses,
+                            "produced", (json_int_t)cs.produced, "evicted",
+                            (json_int_t)cs.evicted, "bytes", (json_int_t)cs.bytes, "entries",
+                            (json_int_t)cs.entries, "work_bytes", (json_int_t)cs.work_bytes,
+                            "work_dropped", (json_int_t)cfs_space_dropped(v->work_space),
+                            "max_bytes", (json_int_t)cs.max_bytes, "store_failures",
                             (json_int_t)cs.store_failures, "dropped", (json_int_t)cs.dropped);
     char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(doc);
@@ -1256,11 +1097,13 @@ int cfs_volume_read_all(cfs_volume *v, uint64_t ino, cfs_buf *out, cfs_err *err)
     }
     vnode n = v->v[ino - 1];
     int rc = 0;
-    if (n.kind == VN_DOC || n.kind == VN_CATALOG)
+    if ((n.kind == VN_DOC || n.kind == VN_CATALOG || n.kind == VN_SESSION) && n.text)
         rc = cfs_buf_append(out, n.text, n.size) < 0 ? cfs_err_oom(err) : 0;
+    else if (n.kind == VN_CATALOG || n.kind == VN_SESSION)  /* replaced twice, bytes let go */
+        rc = cfs_err_set(err, "%s: replaced by newer versions; read it again", n.name);
     pthread_mutex_unlock(&v->lock);
     if (n.kind == VN_CHUNK) {
-        rc = chunk_bytes(v, n.ds, n.node, n.chunk, out, err);
+        rc = cfs_vol_key_bytes(v, n.ds, n.node, n.chunk, out, err);
         if (rc == 0 && out->len != n.size)
             rc = cfs_err_set(err, "chunk %s changed size", n.name);
     } else if (n.kind == VN_STATUS) {
@@ -1268,7 +1111,7 @@ int cfs_volume_read_all(cfs_volume *v, uint64_t ino, cfs_buf *out, cfs_err *err)
         rc = text && cfs_buf_append(out, text, strlen(text)) == 0 ? 0
                                                                    : cfs_err_oom(err);
         free(text);
-    } else if (n.kind == VN_ROOT || n.kind == VN_DIR) {
+    } else if (cfs_vol_is_folder(n.kind)) {
         rc = cfs_err_set(err, "a folder");
     }
     return rc;

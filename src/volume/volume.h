@@ -23,6 +23,9 @@ typedef struct cfs_vattr {
     uint64_t ino;
     bool is_dir;
     bool volatile_size;      /* the status document: re-read on every open */
+    /* datasets.json and the published views: a new version is a new inode, so the name is
+     * looked up again at every open (the inode's bytes never change) */
+    bool volatile_name;
     uint64_t size;
     struct timespec mtime;
 } cfs_vattr;

@@ -1,7 +1,8 @@
 // The page's script (bundled with zarrita by build_page.mjs; no CDN). Loaded from one origin, it
 // reads stores served by nginx on ANOTHER origin (?base=URL&stores=a,b), so every request is a
 // cross-origin fetch: CORS on 200/206/404, the preflight of a suffix Range request, and the
-// exposed Content-Range / ETag headers must work in the browser. Sets window.__result (JSON).
+// exposed Content-Range / ETag headers must work in the browser; with ?catalog=1 it checks
+// datasets.json's published views as the viewer does. Sets window.__result (JSON).
 import * as zarr from "zarrita";
 import { readStores } from "./read_stores.mjs";
 
@@ -65,16 +66,51 @@ async function httpChecks(base, store, key) {
 	};
 }
 
+// The catalog a viewer opens on (?catalog=1): datasets.json, and each published view it names
+// fetched and checked as the Cellucid viewer checks it before applying it: the exact length and
+// the SHA-256 (crypto.subtle.digest) of the bytes received.
+async function catalogChecks(base) {
+	const r = await fetch(new URL("datasets.json", base).href, NO_STORE);
+	const catalog = await r.json();
+	const views = [];
+	for (const d of catalog.datasets) {
+		if (!d.session) continue;
+		const url = new URL(d.session.path, base).href;
+		const resp = await fetch(url, NO_STORE);
+		const bytes = new Uint8Array(await resp.arrayBuffer());
+		const sha256 = hex(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)));
+		views.push({
+			id: d.id,
+			url,
+			status: resp.status,
+			type: resp.type,
+			listed: d.session,
+			length: bytes.length,
+			sha256,
+			head: hex(bytes.subarray(0, 17)),
+			accepted: bytes.length === d.session.bytes && sha256 === d.session.sha256,
+		});
+	}
+	return {
+		status: r.status,
+		type: r.type,
+		secureContext: window.isSecureContext,
+		default: catalog.default,
+		ids: catalog.datasets.map((d) => d.id),
+		views,
+	};
+}
+
 async function main() {
 	const q = new URLSearchParams(location.search);
 	const base = q.get("base");
-	const stores = q.get("stores").split(",");
 	const out = {
 		runtime: navigator.userAgent,
 		float16: typeof globalThis.Float16Array === "function" ? "native" : "none",
 	};
-	out.http = await httpChecks(base, q.get("checkStore"), q.get("checkKey"));
-	out.stores = await readStores(base, stores);
+	if (q.get("checkStore")) out.http = await httpChecks(base, q.get("checkStore"), q.get("checkKey"));
+	if (q.get("stores")) out.stores = await readStores(base, q.get("stores").split(","));
+	if (q.get("catalog")) out.catalog = await catalogChecks(base);
 	return out;
 }
 

@@ -21,7 +21,7 @@ int main(int argc, char **argv)
     run("base", unit_base);
     run("model", unit_model);
     run("layout", unit_layout);
-    run("zarr", unit_zarr);
+    run("store", unit_store);
     run("catalog", unit_catalog);
     run("cache", unit_cache);
     run("fuse", unit_fuse);

@@ -80,7 +80,7 @@ static void test_one_worker_a_folder(void)
         cfs_elem_add(root, el);
     }
     cfs_dataset ds = {.root = root};
-    cfs_store_opts opts = {CFS_CODEC_NONE};
+    cfs_store_opts opts = {.codec = CFS_CODEC_NONE};
     cfs_err err = {0};
     cfs_store *st = cfs_store_new(&ds, &opts, &err);
     CHECK(st != NULL);

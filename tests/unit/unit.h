@@ -21,7 +21,7 @@ extern int unit_passed, unit_failed;
 void unit_base(void);
 void unit_model(void);
 void unit_layout(void);
-void unit_zarr(void);
+void unit_store(void);
 void unit_catalog(void);
 void unit_cache(void);
 void unit_fuse(void);
@@ -49,5 +49,9 @@ void unit_remove_folder(const char *dir);
 /* Starts n (at most 16) threads of fn(arg) at once and joins them: 1 if every one returned
  * non-NULL. */
 int unit_all_succeed(int n, void *(*fn)(void *), void *arg);
+/* The document at key (".zmetadata", "m/.zarray") as the store's flavour renders it (malloc'd),
+ * or NULL (test_store.c). */
+struct cfs_store;
+char *unit_store_doc(const struct cfs_store *st, const char *key);
 
 #endif

@@ -4,6 +4,7 @@
 #define CFS_ZMETA_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dtype.h"
@@ -18,6 +19,8 @@ json_t *cfs_zarray_doc(int ndim, const uint64_t *shape, const uint64_t *chunks, 
 json_t *cfs_zgroup_doc(void);
 /* {"encoding-type": type, "encoding-version": version} */
 json_t *cfs_encoding_attrs(const char *type, const char *version);
+/* A JSON string of the base64 of nbytes zero bytes (zarr's fill value of a record dtype). */
+json_t *cfs_json_zero_base64(size_t nbytes);
 /* A JSON array of n uint64 values. */
 json_t *cfs_json_u64_array(int n, const uint64_t *values);
 /* Serialises a document; the caller frees. NULL on allocation failure. */

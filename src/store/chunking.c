@@ -1,7 +1,5 @@
 #include "chunking.h"
-#include "number.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,43 +77,4 @@ void cfs_chunk_coords(int ndim, const uint64_t *grid, uint64_t idx, uint64_t *co
         coords[d] = idx % grid[d];
         idx /= grid[d];
     }
-}
-
-void cfs_chunk_key(int ndim, const uint64_t *grid, uint64_t idx, char *buf, size_t len)
-{
-    if (ndim == 0) {
-        snprintf(buf, len, "0");
-        return;
-    }
-    uint64_t coords[16];
-    cfs_chunk_coords(ndim, grid, idx, coords);
-    size_t pos = 0;
-    for (int d = 0; d < ndim && pos < len; d++)
-        pos += (size_t)snprintf(buf + pos, len - pos, d ? ".%llu" : "%llu",
-                                (unsigned long long)coords[d]);
-}
-
-int cfs_chunk_parse_key(int ndim, const uint64_t *grid, const char *key, uint64_t *idx)
-{
-    if (ndim == 0)
-        return strcmp(key, "0") == 0 ? (*idx = 0, 0) : -1;
-    uint64_t linear = 0;
-    const char *p = key;
-    for (int d = 0; d < ndim; d++) {
-        /* Canonical decimal only: "01" or "+1" would be a second name for the same chunk. */
-        uint64_t c;
-        p = cfs_scan_u64(p, true, &c);
-        if (!p || c >= grid[d])
-            return -1;
-        linear = linear * grid[d] + c;
-        if (d + 1 < ndim) {
-            if (*p != '.')
-                return -1;
-            p++;
-        }
-    }
-    if (*p)
-        return -1;
-    *idx = linear;
-    return 0;
 }

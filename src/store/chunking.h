@@ -21,10 +21,6 @@ void cfs_chunk_shape(int ndim, const uint64_t *shape, size_t elem_bytes, uint64_
                      uint64_t *chunks);
 /* Number of chunks along each dimension and in total. */
 uint64_t cfs_chunk_grid(int ndim, const uint64_t *shape, const uint64_t *chunks, uint64_t *grid);
-/* Zarr v2 key of the chunk with linear (C-order) index idx: "i.j", or "0" for 0-d arrays. */
-void cfs_chunk_key(int ndim, const uint64_t *grid, uint64_t idx, char *buf, size_t len);
-/* Inverse of cfs_chunk_key; -1 if key is not a chunk of this grid. */
-int cfs_chunk_parse_key(int ndim, const uint64_t *grid, const char *key, uint64_t *idx);
 /* Grid coordinates of linear index idx. */
 void cfs_chunk_coords(int ndim, const uint64_t *grid, uint64_t idx, uint64_t *coords);
 

@@ -17,9 +17,9 @@ typedef struct builder {
     cfs_err *err;
 } builder;
 
-static cfs_store_node *push_node(builder *b, const char *path, json_t *zattrs)
+static cfs_store_node *push_node(builder *b, const char *path, json_t *attrs)
 {
-    if (!zattrs) {
+    if (!attrs) {
         cfs_err_setc(b->err, CFS_ENOMEM, "out of memory building %s", path);
         return NULL;
     }
@@ -27,7 +27,7 @@ static cfs_store_node *push_node(builder *b, const char *path, json_t *zattrs)
         size_t cap = b->cap ? b->cap * 2 : 64;
         cfs_store_node *grown = realloc(b->st->nodes, cap * sizeof *grown);
         if (!grown) {
-            json_decref(zattrs);
+            json_decref(attrs);
             cfs_err_setc(b->err, CFS_ENOMEM, "out of memory building %s", path);
             return NULL;
         }
@@ -36,9 +36,9 @@ static cfs_store_node *push_node(builder *b, const char *path, json_t *zattrs)
     }
     cfs_store_node *n = &b->st->nodes[b->st->nnodes];
     memset(n, 0, sizeof *n);
-    n->zattrs = zattrs;
+    n->attrs = attrs;
     if (!(n->path = strdup(path))) {
-        json_decref(zattrs);
+        json_decref(attrs);
         cfs_err_setc(b->err, CFS_ENOMEM, "out of memory building %s", path);
         return NULL;
     }
@@ -46,32 +46,9 @@ static cfs_store_node *push_node(builder *b, const char *path, json_t *zattrs)
     return n;
 }
 
-static int add_group(builder *b, const char *path, json_t *zattrs)
+static int add_group(builder *b, const char *path, json_t *attrs)
 {
-    return push_node(b, path, zattrs) ? 0 : -1;
-}
-
-/* numpy's typestr of one compound field, or NULL for a field type Zarr cannot hold. */
-static json_t *field_dtype(const cfs_field *f)
-{
-    if (f->dtype == CFS_STRING)
-        return json_sprintf("<U%zu", f->size);
-    const char *s = cfs_zarr_dtype(f->dtype);
-    return s ? json_string(s) : NULL;
-}
-
-static json_t *compound_dtype(const cfs_array *arr)
-{
-    json_t *list = json_array();
-    for (size_t i = 0; list && i < arr->nfields; i++) {
-        json_t *t = field_dtype(&arr->fields[i]);
-        if (!t) {
-            json_decref(list);
-            return NULL;
-        }
-        json_array_append_new(list, json_pack("[s, o]", arr->fields[i].name, t));
-    }
-    return list;
+    return push_node(b, path, attrs) ? 0 : -1;
 }
 
 /* Bytes one record takes in Zarr: string fields become UTF-32 (4 bytes a code point). */
@@ -83,52 +60,27 @@ static size_t zarr_record_size(const cfs_array *arr)
     return n;
 }
 
-static const char base64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* zarr encodes a structured fill value as base64 of its bytes; ours is all zeros. */
-static json_t *zero_base64(size_t nbytes)
+static cfs_store_elem elem_of(const cfs_array *arr)
 {
-    size_t len = (nbytes + 2) / 3 * 4;
-    char *s = malloc(len + 1);
-    if (!s)
-        return NULL;
-    for (size_t i = 0; i < len; i++)
-        s[i] = base64_alphabet[0];
-    size_t rem = nbytes % 3;
-    if (rem == 1)
-        s[len - 2] = s[len - 1] = '=';
-    else if (rem == 2)
-        s[len - 1] = '=';
-    s[len] = '\0';
-    json_t *j = json_string(s);
-    free(s);
-    return j;
+    if (arr->dtype == CFS_STRING)
+        return CFS_ELEM_STRING;
+    return arr->dtype == CFS_COMPOUND ? CFS_ELEM_RECORDS : CFS_ELEM_NUMERIC;
 }
 
-static int add_array(builder *b, const char *path, cfs_array *arr, json_t *zattrs)
+static int add_array(builder *b, const char *path, cfs_array *arr, json_t *attrs)
 {
-    cfs_store_node *n = push_node(b, path, zattrs);
+    cfs_store_node *n = push_node(b, path, attrs);
     if (!n)
         return -1;
     n->arr = cfs_array_ref(arr);
+    n->is_array = true;
+    n->elem = elem_of(arr);
     n->ndim = arr->ndim;
     memcpy(n->shape, arr->shape, sizeof n->shape);
-    n->codec = b->st->opts.codec;
-    json_t *dtype, *fill, *filters = json_null();
-    if (arr->dtype == CFS_COMPOUND) {
-        n->elem_size = zarr_record_size(arr);
-        dtype = compound_dtype(arr);
-        fill = zero_base64(n->elem_size);
-        if (!dtype)
+    n->elem_size = n->elem == CFS_ELEM_RECORDS ? zarr_record_size(arr) : cfs_dtype_size(arr->dtype);
+    for (size_t i = 0; n->elem == CFS_ELEM_RECORDS && i < arr->nfields; i++)
+        if (arr->fields[i].dtype == CFS_COMPOUND)
             return cfs_err_set(b->err, "%s: a record field has a type Zarr cannot hold", path);
-    } else {
-        n->elem_size = cfs_dtype_size(arr->dtype);
-        dtype = json_string(cfs_zarr_dtype(arr->dtype));
-        fill = cfs_zarr_fill_value(arr->dtype);
-        if (arr->dtype == CFS_STRING)
-            filters = json_pack("[{s:s}]", "id", "vlen-utf8");
-    }
     size_t chunk_elem = arr->dtype == CFS_STRING ? CFS_STRING_BYTES_ESTIMATE : n->elem_size;
     if (n->ndim > 0 && arr->chunk_hint[0])
         memcpy(n->chunks, arr->chunk_hint, sizeof n->chunks);
@@ -136,13 +88,7 @@ static int add_array(builder *b, const char *path, cfs_array *arr, json_t *zattr
         cfs_chunk_shape(n->ndim, n->shape, chunk_elem, arr->level_rows, n->chunks);
     n->nchunks = cfs_chunk_grid(n->ndim, n->shape, n->chunks, n->grid);
     /* Scalars are stored raw, as zarr-python stores anndata's 0-d arrays. */
-    json_t *compressor = n->ndim == 0 ? json_null() : cfs_codec_config(n->codec);
-    if (n->ndim == 0)
-        n->codec = CFS_CODEC_NONE;
-    n->zarray = cfs_zarray_doc(n->ndim, n->shape, n->chunks, dtype, fill, compressor, filters);
-    n->is_array = true;
-    if (!n->zarray)
-        return cfs_err_setc(b->err, CFS_ENOMEM, "out of memory building %s", path);
+    n->codec = n->ndim == 0 ? CFS_CODEC_NONE : b->st->opts.codec;
     return 0;
 }
 
@@ -179,25 +125,29 @@ static size_t utf8_codepoints(const char *s)
     return n;
 }
 
-/* A 0-d string is a fixed-width <U array, as anndata 0.8 on zarr-python 2 writes it. */
-static int add_string_scalar(builder *b, const char *path, cfs_array *arr, json_t *zattrs)
+/* A 0-d string: fixed-width <U as anndata on zarr-python 2 writes it to v2; a 0-d vlen string
+ * as anndata >= 0.12 on zarr-python 3 writes it to v3. */
+static int add_string_scalar(builder *b, const char *path, cfs_array *arr, json_t *attrs)
 {
+    if (b->st->opts.format == CFS_ZARR_V3)
+        return add_array(b, path, arr, attrs);
     char *value = NULL;
     uint64_t origin[1] = {0}, one[1] = {1};
     if (cfs_array_read(arr, origin, one, &value, b->err) < 0) {
-        json_decref(zattrs);
+        json_decref(attrs);
         return cfs_err_prefix(b->err, "%s", path);
     }
     /* numpy gives "" the dtype <U1, never <U0. */
     size_t width = utf8_codepoints(value);
     if (width == 0)
         width = 1;
-    cfs_store_node *n = push_node(b, path, zattrs);
+    cfs_store_node *n = push_node(b, path, attrs);
     if (!n) {
         free(value);
         return -1;
     }
     n->is_array = true;
+    n->elem = CFS_ELEM_FIXED_STRING;
     n->codec = CFS_CODEC_NONE;
     n->nchunks = 1;
     n->elem_size = 4 * width;
@@ -209,10 +159,6 @@ static int add_string_scalar(builder *b, const char *path, cfs_array *arr, json_
     }
     utf8_to_utf32(value, width, n->fixed);
     free(value);
-    n->zarray = cfs_zarray_doc(0, NULL, NULL, json_sprintf("<U%zu", width), json_string(""),
-                               json_null(), json_null());
-    if (!n->zarray)
-        return cfs_err_setc(b->err, CFS_ENOMEM, "out of memory building %s", path);
     return 0;
 }
 
@@ -234,14 +180,14 @@ static int render_child(builder *b, const char *path, const char *name, const cf
 }
 
 static int add_child_array(builder *b, const char *path, const char *name, cfs_array *arr,
-                           json_t *zattrs)
+                           json_t *attrs)
 {
     char *p = cfs_path_join(path, name);
     if (!p) {
-        json_decref(zattrs);
+        json_decref(attrs);
         return cfs_err_oom(b->err);
     }
-    int rc = add_array(b, p, arr, zattrs);
+    int rc = add_array(b, p, arr, attrs);
     free(p);
     return rc;
 }
@@ -417,9 +363,8 @@ cfs_store *cfs_store_new(const cfs_dataset *ds, const cfs_store_opts *opts, cfs_
 void cfs_store_drop_docs(cfs_store *st)
 {
     for (size_t i = 0; i < st->nnodes; i++) {
-        json_decref(st->nodes[i].zattrs);
-        json_decref(st->nodes[i].zarray);
-        st->nodes[i].zattrs = st->nodes[i].zarray = NULL;
+        json_decref(st->nodes[i].attrs);
+        st->nodes[i].attrs = NULL;
     }
 }
 
@@ -430,8 +375,7 @@ void cfs_store_free(cfs_store *st)
     for (size_t i = 0; i < st->nnodes; i++) {
         cfs_store_node *n = &st->nodes[i];
         free(n->path);
-        json_decref(n->zattrs);
-        json_decref(n->zarray);
+        json_decref(n->attrs);
         cfs_array_unref(n->arr);
         free(n->fixed);
     }
@@ -439,70 +383,49 @@ void cfs_store_free(cfs_store *st)
     free(st);
 }
 
-/* ---- documents --------------------------------------------------------------------------- */
+/* ---- the tree and a first view's order ------------------------------------------------- */
 
-char *cfs_store_doc(const cfs_store_node *node, cfs_doc_kind kind)
+size_t cfs_store_parent(const cfs_store *st, size_t node)
 {
-    if (!node->zattrs)
-        return NULL;        /* dropped */
-    switch (kind) {
-    case CFS_DOC_ZATTRS:
-        return cfs_zmeta_dump(node->zattrs);
-    case CFS_DOC_ZARRAY:
-        return node->is_array ? cfs_zmeta_dump(node->zarray) : NULL;
-    case CFS_DOC_ZGROUP:
-        if (node->is_array)
-            return NULL;
-        json_t *g = cfs_zgroup_doc();
-        char *s = cfs_zmeta_dump(g);
-        json_decref(g);
-        return s;
-    }
-    return NULL;
+    const char *path = st->nodes[node].path;
+    const char *slash = strrchr(path, '/');
+    size_t plen = slash ? (size_t)(slash - path) : 0;
+    if (!path[0])
+        return node;
+    /* Nodes come parents first: the nearest earlier node with the prefix is the parent. */
+    for (size_t k = node; k-- > 0;)
+        if (strlen(st->nodes[k].path) == plen && strncmp(st->nodes[k].path, path, plen) == 0)
+            return k;
+    return 0;
 }
 
-static int set_meta(json_t *meta, const char *path, const char *doc, json_t *value)
+/* Where a node comes in a first view: a viewer shows cells (obs) on an embedding (obsm), then
+ * names genes (var); a MuData modality's elements count as the dataset's own. */
+static int view_rank(const char *path)
 {
-    char *key = cfs_path_join(path, doc);
-    if (!key || !value) {
-        free(key);
-        json_decref(value);
-        return -1;
+    if (strncmp(path, "mod/", 4) == 0) {
+        const char *rest = strchr(path + 4, '/');
+        path = rest ? rest + 1 : "";
     }
-    int rc = json_object_set_new(meta, key, value);
-    free(key);
-    return rc;
+    static const char *const first[] = {"obs", "obsm", "var", "uns"};
+    for (int r = 0; r < 4; r++) {
+        size_t n = strlen(first[r]);
+        if (strncmp(path, first[r], n) == 0 && (path[n] == '/' || path[n] == '\0'))
+            return r;
+    }
+    return 4;
 }
 
-char *cfs_store_zmetadata(const cfs_store *st)
+void cfs_store_view_order(const cfs_store *st, size_t *order)
 {
-    if (st->nnodes && !st->nodes[0].zattrs)
-        return NULL;        /* dropped */
-    json_t *meta = json_object();
-    int rc = meta ? 0 : -1;
-    for (size_t i = 0; rc == 0 && i < st->nnodes; i++) {
-        const cfs_store_node *n = &st->nodes[i];
-        rc |= set_meta(meta, n->path, ".zattrs", json_incref(n->zattrs));
-        if (n->is_array)
-            rc |= set_meta(meta, n->path, ".zarray", json_incref(n->zarray));
-        else
-            rc |= set_meta(meta, n->path, ".zgroup", cfs_zgroup_doc());
-    }
-    json_t *doc = rc == 0 ? json_pack("{s:o, s:i}", "metadata", meta, "zarr_consolidated_format", 1)
-                          : NULL;
-    if (!doc && rc != 0)
-        json_decref(meta);
-    char *s = doc ? cfs_zmeta_dump(doc) : NULL;
-    json_decref(doc);
-    return s;
+    size_t k = 0;
+    for (int rank = 0; rank <= 4; rank++)
+        for (size_t i = 0; i < st->nnodes; i++)
+            if (view_rank(st->nodes[i].path) == rank)
+                order[k++] = i;
 }
 
 /* ---- chunks ------------------------------------------------------------------------------ */
-
-void cfs_store_chunk_key(const cfs_store_node *node, uint64_t idx, char *buf, size_t len)
-{
-    cfs_chunk_key(node->ndim, node->grid, idx, buf, len);
-}
 
 /*
  * Copies a hyperslab of `count` elements (C order, packed) into the full chunk buffer whose

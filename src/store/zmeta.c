@@ -1,5 +1,7 @@
 #include "zmeta.h"
 
+#include <stdlib.h>
+
 const char *cfs_zarr_dtype(cfs_dtype t)
 {
     switch (t) {
@@ -30,6 +32,28 @@ json_t *cfs_zarr_fill_value(cfs_dtype t)
     if (cfs_dtype_is_float(t))
         return json_real(0.0);
     return json_integer(0);
+}
+
+static const char base64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+json_t *cfs_json_zero_base64(size_t nbytes)
+{
+    size_t len = (nbytes + 2) / 3 * 4;
+    char *s = malloc(len + 1);
+    if (!s)
+        return NULL;
+    for (size_t i = 0; i < len; i++)
+        s[i] = base64_alphabet[0];
+    size_t rem = nbytes % 3;
+    if (rem == 1)
+        s[len - 2] = s[len - 1] = '=';
+    else if (rem == 2)
+        s[len - 1] = '=';
+    s[len] = '\0';
+    json_t *j = json_string(s);
+    free(s);
+    return j;
 }
 
 json_t *cfs_json_u64_array(int n, const uint64_t *values)

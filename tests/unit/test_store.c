@@ -1,12 +1,14 @@
-/* src/zarr/: metadata JSON, vlen-utf8 framing, chunk addressing, codec round trips and
- * the store's chunks. */
+/* src/store/: metadata JSON, vlen-utf8 framing, chunk addressing, codec round trips, the
+ * store's chunks and its flavours' keys. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "chunking.h"
 #include "codec.h"
+#include "flavour.h"
 #include "model.h"
+#include "path.h"
 #include "store.h"
 #include "vlen.h"
 #include "zmeta.h"
@@ -83,21 +85,82 @@ static void test_vlen(void)
     cfs_buf_free(&b);
 }
 
+/* A document found by the walk, by its store key. */
+typedef struct doc_search {
+    const char *key;
+    char *text;
+} doc_search;
+
+static int find_folder(void *ctx, size_t node, const char *path, cfs_err *err)
+{
+    (void)ctx;
+    (void)node;
+    (void)path;
+    (void)err;
+    return 0;
+}
+
+static int find_doc(void *ctx, size_t node, const char *path, const char *name, char *text,
+                    cfs_err *err)
+{
+    (void)node;
+    (void)err;
+    doc_search *s = ctx;
+    char *key = cfs_path_join(path, name);
+    if (key && !s->text && strcmp(key, s->key) == 0)
+        s->text = text;
+    else
+        free(text);
+    free(key);
+    return 0;
+}
+
+static int find_data(void *ctx, size_t node, cfs_err *err)
+{
+    (void)ctx;
+    (void)node;
+    (void)err;
+    return 0;
+}
+
+char *unit_store_doc(const cfs_store *st, const char *key)
+{
+    static const cfs_walker walker = {find_folder, find_doc, find_data};
+    doc_search s = {key, NULL};
+    cfs_err err;
+    if (cfs_flavour_walk(cfs_flavour_of(&st->opts), st, &walker, &s, &err) < 0) {
+        free(s.text);
+        return NULL;
+    }
+    return s.text;
+}
+
 static void test_chunk_addressing(void)
 {
     uint64_t shape[2] = {10, 3}, chunks[2] = {4, 3}, grid[2];
     CHECK(cfs_chunk_grid(2, shape, chunks, grid) == 3 && grid[0] == 3 && grid[1] == 1);
+    cfs_store_node n = {.is_array = true, .ndim = 2, .shape = {10, 3}, .chunks = {4, 3},
+                        .grid = {3, 1}, .nchunks = 3};
+    cfs_store_opts v2 = {CFS_CODEC_NONE, CFS_ZARR_V2, false};
+    const cfs_flavour *fl = cfs_flavour_of(&v2);
     char key[64];
-    cfs_chunk_key(2, grid, 2, key, sizeof key);
+    CHECK(cfs_flavour_nkeys(fl, &n) == 3);
+    cfs_flavour_key(fl, &n, 2, key, sizeof key);
     CHECK(strcmp(key, "2.0") == 0);
     uint64_t idx;
-    CHECK(cfs_chunk_parse_key(2, grid, "1.0", &idx) == 0 && idx == 1);
-    CHECK(cfs_chunk_parse_key(2, grid, "3.0", &idx) < 0);
-    CHECK(cfs_chunk_parse_key(2, grid, "01.0", &idx) < 0);
-    CHECK(cfs_chunk_parse_key(2, grid, "1", &idx) < 0);
-    CHECK(cfs_chunk_parse_key(2, grid, "1.0.0", &idx) < 0);
-    cfs_chunk_key(0, grid, 0, key, sizeof key);
+    cfs_keydir top = {0, 0}, child;
+    CHECK(cfs_flavour_lookup(fl, &n, top, "1.0", &child, &idx) == CFS_KEY_FILE && idx == 1);
+    CHECK(cfs_flavour_lookup(fl, &n, top, "3.0", &child, &idx) == CFS_KEY_NONE);
+    CHECK(cfs_flavour_lookup(fl, &n, top, "01.0", &child, &idx) == CFS_KEY_NONE);
+    CHECK(cfs_flavour_lookup(fl, &n, top, "1", &child, &idx) == CFS_KEY_NONE);
+    CHECK(cfs_flavour_lookup(fl, &n, top, "1.0.0", &child, &idx) == CFS_KEY_NONE);
+    CHECK(cfs_flavour_nentries(fl, &n, top) == 3);
+    CHECK(cfs_flavour_entry(fl, &n, top, 1, key, sizeof key, &child, &idx) == CFS_KEY_FILE &&
+          idx == 1 && strcmp(key, "1.0") == 0);
+    cfs_store_node scalar = {.is_array = true, .ndim = 0, .nchunks = 1};
+    cfs_flavour_key(fl, &scalar, 0, key, sizeof key);
     CHECK(strcmp(key, "0") == 0);
+    CHECK(cfs_flavour_lookup(fl, &scalar, top, "0", &child, &idx) == CFS_KEY_FILE && idx == 0);
 
     /* Small arrays are one chunk; big ones are cut along cells into bounded chunks. */
     uint64_t s1[1] = {1000}, c1[1];
@@ -220,7 +283,7 @@ static void test_store_chunks(void)
     arr->values = cfs_array_from_memory(CFS_INT16, 2, shape, data);
     cfs_elem_add(root, arr);
     cfs_dataset ds = {.root = root};
-    cfs_store_opts opts = {CFS_CODEC_NONE};
+    cfs_store_opts opts = {.codec = CFS_CODEC_NONE};
     cfs_err err;
     cfs_store *st = cfs_store_new(&ds, &opts, &err);
     CHECK(st && st->nnodes == 2);
@@ -236,7 +299,7 @@ static void test_store_chunks(void)
         int16_t expect[4] = {5, 6, 0, 0};
         CHECK(b.len == sizeof expect && memcmp(b.data, expect, sizeof expect) == 0);
         cfs_buf_free(&b);
-        char *zm = cfs_store_zmetadata(st);
+        char *zm = unit_store_doc(st, ".zmetadata");
         CHECK(zm && strstr(zm, "\"m/.zarray\"") && strstr(zm, "\"m/.zattrs\"") &&
               strstr(zm, "\".zgroup\"") && strstr(zm, "\"zarr_consolidated_format\": 1"));
         free(zm);
@@ -281,7 +344,7 @@ static void test_store_kept_chunks(void)
     el->values->chunk_hint[0] = 4;
     cfs_elem_add(root, el);
     cfs_dataset ds = {.root = root};
-    cfs_store_opts opts = {CFS_CODEC_ZSTD};
+    cfs_store_opts opts = {.codec = CFS_CODEC_ZSTD};
     cfs_err err;
     cfs_store *st = cfs_store_new(&ds, &opts, &err);
     CHECK(st && st->nnodes == 2 && st->nodes[1].nchunks == 3);
@@ -305,7 +368,7 @@ static void test_store_kept_chunks(void)
     cfs_elem_free(root);
 }
 
-void unit_zarr(void)
+void unit_store(void)
 {
     test_zarray_json();
     test_vlen();
